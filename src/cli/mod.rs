@@ -1,0 +1,141 @@
+//! The command line: a thin layer that parses flags, loads files, calls an experiment and
+//! prints its report. Errors are printed as `error: <origin>: key `<key>`: <reason>` and
+//! turned into exit codes (2 for bad input).
+
+mod defaults;
+mod table;
+
+use crate::config::Override;
+use crate::error::{Error, InputError};
+use crate::experiments::partition::run_partition;
+use crate::machine::Machine;
+use crate::partition;
+use crate::workload::Workload;
+use clap::{Args, Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pimdes",
+    version,
+    about = "A discrete-event simulator of UPMEM processing-in-memory hardware, and B+-Forest's partitioners on it",
+    long_about = "A discrete-event simulator of UPMEM processing-in-memory hardware, and B+-Forest's partitioners on it.\n\nWithout a command, pimdes runs its main job on embedded defaults: a scaled-down comparison of the partitioners of the B+-Forest paper."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Partition the data with one partitioner and report data and query imbalance (no timing).
+    Partition(PartitionArgs),
+}
+
+#[derive(Debug, Args)]
+struct CommonArgs {
+    /// Machine description (TOML), e.g. machines/paper-1012.toml.
+    #[arg(long, value_name = "FILE")]
+    machine: PathBuf,
+    /// Workload description (TOML), e.g. workloads/paper-raq.toml.
+    #[arg(long, value_name = "FILE")]
+    workload: PathBuf,
+    /// Override a key: `queries.skew=1.2` (workload) or `machine.ranks=20` (machine).
+    /// Repeatable; validated exactly like the files.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct PartitionArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Partitioner: data-balanced, query-balanced, ccp-capped, qdd-greedy or qdd-double-scan.
+    /// Defaults to the workload's `partition.partitioner`.
+    #[arg(long, value_name = "NAME")]
+    partitioner: Option<String>,
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => defaults::run_default(),
+        Some(Command::Partition(args)) => partition_command(args),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
+    let overrides = common
+        .set
+        .iter()
+        .map(|s| Override::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let machine = Machine::load(&common.machine, &overrides)?;
+    let workload = Workload::load(&common.workload, &overrides)?;
+    Ok((machine, workload))
+}
+
+/// Looks up a partitioner by name; `origin` names where the name came from.
+fn find_partitioner(
+    name: &str,
+    origin: &str,
+    key: Option<&str>,
+) -> Result<Box<dyn partition::Partitioner>, InputError> {
+    partition::by_name(name).ok_or_else(|| {
+        InputError::new(
+            origin,
+            key,
+            format!(
+                "unknown partitioner `{name}`; expected one of: {}",
+                partition::names().join(", ")
+            ),
+        )
+    })
+}
+
+fn partition_command(args: PartitionArgs) -> Result<(), Error> {
+    let (machine, workload) = load_inputs(&args.common)?;
+    let partitioner = match &args.partitioner {
+        Some(name) => find_partitioner(name, "--partitioner", None)?,
+        None => find_partitioner(
+            &workload.partitioner,
+            &workload.attribution.origin,
+            Some("partition.partitioner"),
+        )?,
+    };
+    let report = run_partition(&machine, &workload, partitioner.as_ref())?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    let text = if args.common.json {
+        let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");
+        s.push('\n');
+        s
+    } else {
+        table::partition_report(&report)
+    };
+    write_stdout(&text)
+}
+
+/// Writes all output at once, so a failure never leaves half a report.
+pub(crate) fn write_stdout(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| Error::Output {
+            path: "stdout".into(),
+            reason: e.to_string(),
+        })
+}

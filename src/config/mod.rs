@@ -1,0 +1,220 @@
+//! Raw, file-shaped configuration: reading TOML files, applying `--set key=value`
+//! overrides, and deserialising into the `Raw*` structs with errors that name the file (or
+//! the override) and the dotted key.
+//!
+//! Validation of values (ranges, cross-field rules) happens when a `Raw*` struct is turned
+//! into its validated model, not here.
+
+use crate::error::InputError;
+use serde::de::DeserializeOwned;
+use std::path::Path;
+
+/// One `--set key=value` override, already split and parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    /// Dotted key as typed, e.g. `queries.skew` or `machine.system.ranks`.
+    pub key: String,
+    /// The original `key=value` text, for error messages.
+    pub text: String,
+    pub value: toml::Value,
+}
+
+impl Override {
+    /// Parses `key=value`. The value is read as a TOML value (`1.2`, `true`, `"x"`, `[1, 2]`);
+    /// anything that is not valid TOML is taken as a bare string, so `queries.kind=get` works.
+    pub fn parse(text: &str) -> Result<Override, InputError> {
+        let origin = format!("--set {text}");
+        let Some((key, raw_value)) = text.split_once('=') else {
+            return Err(InputError::plain(origin, "expected key=value"));
+        };
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(|part| part.trim().is_empty()) {
+            return Err(InputError::plain(origin, "the key is empty or has an empty part"));
+        }
+        let raw_value = raw_value.trim();
+        let value = match toml::from_str::<toml::Table>(&format!("v = {raw_value}")) {
+            Ok(mut table) => table.remove("v").expect("parsed table holds v"),
+            Err(_) => toml::Value::String(raw_value.to_owned()),
+        };
+        Ok(Override {
+            key: key.to_owned(),
+            text: text.to_owned(),
+            value,
+        })
+    }
+
+    /// The override's key without `prefix.`, when it starts with that prefix.
+    pub fn strip_prefix(&self, prefix: &str) -> Option<&str> {
+        self.key
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('.'))
+    }
+}
+
+/// Reads a TOML file into a table. A missing or unreadable file, or invalid TOML, is an
+/// [`InputError`] naming the file.
+pub fn read_toml_file(path: &Path) -> Result<toml::Table, InputError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
+    parse_toml(&origin, &text)
+}
+
+/// Parses TOML text into a table; `origin` names the text in errors.
+pub fn parse_toml(origin: &str, text: &str) -> Result<toml::Table, InputError> {
+    text.parse::<toml::Table>().map_err(|e| {
+        let message = e.to_string();
+        InputError::plain(origin, format!("invalid TOML: {}", message.trim()))
+    })
+}
+
+/// Writes `value` at the dotted `key` of `table`, creating intermediate tables. Whether
+/// the key exists in the schema is checked later, by deserialisation.
+fn set_path(
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+    origin: &str,
+) -> Result<(), InputError> {
+    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
+    let (last, parents) = parts.split_last().expect("split yields one part at least");
+    let mut current = table;
+    for (depth, part) in parents.iter().enumerate() {
+        let entry = current
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        current = match entry {
+            toml::Value::Table(t) => t,
+            _ => {
+                return Err(InputError::key(
+                    origin,
+                    &parts[..=depth].join("."),
+                    "is a value, not a section, so it has no sub-keys",
+                ));
+            }
+        };
+    }
+    current.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Where each key of a configuration came from: the file, or an override that set it.
+/// Used to name the right origin in errors found after deserialisation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Attribution {
+    pub origin: String,
+    /// Overrides applied, as (key relative to the file, original `key=value` text).
+    pub overrides: Vec<(String, String)>,
+}
+
+impl Attribution {
+    /// An error about `key` (dotted, relative to the file): attributed to the override
+    /// that set the key, or to the file.
+    pub fn error_at(&self, key: &str, reason: impl Into<String>) -> InputError {
+        let reason = reason.into();
+        let key = (!key.is_empty() && key != ".").then_some(key);
+        // serde reports an unknown field at the path of its section, so an override is
+        // also blamed when the reason names the last part of its key.
+        let by_override = self.overrides.iter().rev().find(|(relative, _)| match key {
+            Some(k) => {
+                relative == k
+                    || (relative.starts_with(&format!("{k}."))
+                        && relative
+                            .rsplit('.')
+                            .next()
+                            .is_some_and(|field| reason.contains(&format!("`{field}`"))))
+            }
+            None => relative
+                .split('.')
+                .next()
+                .is_some_and(|field| reason.contains(&format!("`{field}`"))),
+        });
+        match by_override {
+            Some((relative, text)) => InputError::key(format!("--set {text}"), relative, reason),
+            None => InputError::new(self.origin.clone(), key, reason),
+        }
+    }
+}
+
+/// A configuration source: a table read from a file with the overrides that apply to it.
+pub struct Source {
+    pub table: toml::Table,
+    pub attribution: Attribution,
+}
+
+impl Source {
+    /// Applies every override whose key starts with `prefix.` (or, with `prefix = None`,
+    /// every override except those starting with one of `exclude_prefixes`).
+    pub fn new(
+        origin: String,
+        mut table: toml::Table,
+        overrides: &[Override],
+        prefix: Option<&str>,
+        exclude_prefixes: &[&str],
+    ) -> Result<Source, InputError> {
+        let mut applied = Vec::new();
+        for o in overrides {
+            let relative = match prefix {
+                Some(p) => match o.strip_prefix(p) {
+                    Some(rest) => rest.to_owned(),
+                    None => continue,
+                },
+                None => {
+                    if exclude_prefixes.iter().any(|p| o.strip_prefix(p).is_some()) {
+                        continue;
+                    }
+                    o.key.clone()
+                }
+            };
+            set_path(&mut table, &relative, o.value.clone(), &format!("--set {}", o.text))?;
+            applied.push((relative, o.text.clone()));
+        }
+        Ok(Source {
+            table,
+            attribution: Attribution {
+                origin,
+                overrides: applied,
+            },
+        })
+    }
+
+    /// Deserialises the table into `T`. An error names the override when the failing key
+    /// was set by one, else the file.
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, InputError> {
+        let value = toml::Value::Table(self.table.clone());
+        serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
+            let path = err.path().to_string();
+            let reason = err.into_inner().to_string();
+            self.attribution.error_at(&path, reason)
+        })
+    }
+
+    pub fn error_at(&self, key: &str, reason: impl Into<String>) -> InputError {
+        self.attribution.error_at(key, reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn override_values_parse_as_toml_or_string() {
+        let o = Override::parse("queries.skew=1.2").unwrap();
+        assert_eq!(o.key, "queries.skew");
+        assert_eq!(o.value, toml::Value::Float(1.2));
+        let o = Override::parse("queries.kind=get").unwrap();
+        assert_eq!(o.value, toml::Value::String("get".into()));
+        let o = Override::parse("batches.warmup=3").unwrap();
+        assert_eq!(o.value, toml::Value::Integer(3));
+        assert!(Override::parse("noequals").is_err());
+        assert!(Override::parse("a..b=1").is_err());
+    }
+
+    #[test]
+    fn setting_below_a_value_is_an_error() {
+        let mut t: toml::Table = "a = 1".parse().unwrap();
+        let err = set_path(&mut t, "a.b", toml::Value::Integer(2), "--set a.b=2").unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("a"));
+    }
+}

@@ -1,0 +1,4 @@
+//! Experiments: what the CLI's commands run, built from the workload, the partitioners and
+//! the machine, each returning a typed report.
+
+pub mod partition;

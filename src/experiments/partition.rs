@@ -1,0 +1,248 @@
+//! `pimdes partition`: run a partitioner on the reference batch and measure the imbalance it
+//! leaves on the measured batches, without timing.
+
+use crate::error::{Error, InputError};
+use crate::forest::layout::tree_bytes;
+use crate::machine::{Machine, RawMachine};
+use crate::partition::{
+    ChunkLoads, PartitionError, PartitionParams, Partitioner, Partitioning, RoutingTable,
+};
+use crate::workload::spec::RawWorkload;
+use crate::workload::{DataSet, QueryGenerator, Workload};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// The effective configuration a result was computed from.
+#[derive(Debug, Clone, Serialize)]
+pub struct EffectiveConfig {
+    pub machine: RawMachine,
+    pub workload: RawWorkload,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Imbalance {
+    /// IF_d: largest pairs on a DPU over the mean.
+    pub data: f64,
+    /// IF_q: mean over the measured batches of (largest queries on a DPU over the mean).
+    pub queries: f64,
+    /// IF_q of each measured batch.
+    pub queries_per_batch: Vec<f64>,
+    /// IF_q on the reference batch, the one the partitioner saw.
+    pub queries_reference: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MramUse {
+    /// MRAM per DPU.
+    pub available_bytes: u64,
+    /// Largest tree bytes (cold + hot) on one DPU.
+    pub max_needed_bytes: u64,
+    /// The DPU that needs the most.
+    pub max_needed_dpu: u32,
+    /// DPUs whose trees do not fit.
+    pub dpus_over: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionReport {
+    pub partitioner: String,
+    pub dpus: u32,
+    pub chunks: usize,
+    /// Routing-table entries: contiguous key ranges with one DPU and tree each.
+    pub partitions: usize,
+    pub hot_partitions: u32,
+    pub imbalance: Imbalance,
+    pub max_pairs_per_dpu: u64,
+    pub mean_pairs_per_dpu: f64,
+    /// Largest queries on one DPU in any measured batch (a query counts once per DPU).
+    pub max_queries_per_dpu: u64,
+    /// Mean queries per DPU per measured batch.
+    pub mean_queries_per_dpu: f64,
+    pub fits_in_mram: bool,
+    pub mram: MramUse,
+    pub reference_batch: u64,
+    pub measured_batches: Vec<u64>,
+    pub warnings: Vec<String>,
+    pub seed: u64,
+    pub version: &'static str,
+    pub config: EffectiveConfig,
+}
+
+/// Queries per DPU in batch `index`: each query counts once on every DPU it reaches.
+pub fn queries_per_dpu(
+    table: &RoutingTable,
+    queries: &QueryGenerator,
+    index: u64,
+    dpus: u32,
+) -> Vec<u64> {
+    let mut counts = vec![0u64; dpus as usize];
+    let mut reached: Vec<u32> = Vec::with_capacity(8);
+    queries.for_each(index, |q| {
+        reached.clear();
+        table.route(q.lo, q.hi, |entry| {
+            let dpu = table.target(entry).dpu;
+            if !reached.contains(&dpu) {
+                reached.push(dpu);
+            }
+        });
+        for &dpu in &reached {
+            counts[dpu as usize] += 1;
+        }
+    });
+    counts
+}
+
+/// Max over mean of `loads` (1 when all are zero).
+pub fn imbalance_factor(loads: &[u64]) -> f64 {
+    let total: u64 = loads.iter().sum();
+    if total == 0 {
+        return 1.0;
+    }
+    let max = *loads.iter().max().expect("at least one DPU") as f64;
+    max / (total as f64 / loads.len() as f64)
+}
+
+/// Everything a partitioning run needs, derived from the workload and machine once.
+pub struct Prepared {
+    pub data: DataSet,
+    pub queries: QueryGenerator,
+    pub loads: ChunkLoads,
+    pub params: PartitionParams,
+}
+
+impl Prepared {
+    pub fn new(machine: &Machine, workload: &Workload) -> Result<Prepared, InputError> {
+        workload.check_against_dpus(machine.dpus)?;
+        let data = DataSet::generate(workload);
+        let queries = QueryGenerator::new(workload, &data, machine.dpus);
+        let loads = ChunkLoads::from_reference(&data, &queries, workload.count_both_ends);
+        let params = PartitionParams {
+            dpus: machine.dpus,
+            alpha: workload.alpha,
+            data_cap: workload.data_cap,
+            double_scan_gates: workload.double_scan_gates,
+        };
+        Ok(Prepared {
+            data,
+            queries,
+            loads,
+            params,
+        })
+    }
+
+    /// Runs `partitioner`; a failure caused by the parameters is an input error.
+    pub fn partition(
+        &self,
+        partitioner: &dyn Partitioner,
+        workload: &Workload,
+    ) -> Result<Partitioning, InputError> {
+        let result = partitioner.partition(&self.loads, &self.params);
+        result.map_err(|e| {
+            let key = match e {
+                PartitionError::TooFewChunks { .. } => "partition.chunk_pairs",
+                _ => "partition.data_cap",
+            };
+            workload
+                .attribution
+                .error_at(key, format!("partitioner {}: {e}", partitioner.name()))
+        })
+    }
+}
+
+pub fn run_partition(
+    machine: &Machine,
+    workload: &Workload,
+    partitioner: &dyn Partitioner,
+) -> Result<PartitionReport, Error> {
+    let prepared = Prepared::new(machine, workload)?;
+    let partitioning = prepared.partition(partitioner, workload)?;
+    Ok(evaluate(machine, workload, &prepared, &partitioning, partitioner.name()))
+}
+
+/// Measures a partitioning on the reference and measured batches.
+pub fn evaluate(
+    machine: &Machine,
+    workload: &Workload,
+    prepared: &Prepared,
+    partitioning: &Partitioning,
+    name: &str,
+) -> PartitionReport {
+    debug_assert_eq!(partitioning.check(prepared.loads.chunks()), Ok(()));
+    let dpus = machine.dpus;
+    let table = RoutingTable::new(partitioning, &prepared.data);
+    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
+    let totals: Vec<u64> = pairs.iter().map(|&(c, h)| c + h).collect();
+
+    let mut warnings = partitioning.warnings.clone();
+    let needed: Vec<u64> = pairs
+        .iter()
+        .map(|&(cold, hot)| tree_bytes(cold) + if hot > 0 { tree_bytes(hot) } else { 0 })
+        .collect();
+    let (max_needed_dpu, &max_needed_bytes) = needed
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, b)| (*b, std::cmp::Reverse(i)))
+        .expect("at least one DPU");
+    let dpus_over = needed
+        .iter()
+        .filter(|&&b| b > machine.mram_size_bytes)
+        .count() as u32;
+    if dpus_over > 0 {
+        warnings.push(format!(
+            "the partition does not fit in MRAM: {dpus_over} DPUs need more than {} bytes; DPU {max_needed_dpu} needs {max_needed_bytes} bytes for {} pairs",
+            machine.mram_size_bytes, totals[max_needed_dpu]
+        ));
+    }
+
+    let reference = queries_per_dpu(&table, &prepared.queries, 0, dpus);
+    let measured: Vec<u64> = workload.measured_batch_indices().collect();
+    let per_batch: Vec<Vec<u64>> = measured
+        .par_iter()
+        .map(|&b| queries_per_dpu(&table, &prepared.queries, b, dpus))
+        .collect();
+    let if_per_batch: Vec<f64> = per_batch.iter().map(|c| imbalance_factor(c)).collect();
+    let if_q = if_per_batch.iter().sum::<f64>() / if_per_batch.len() as f64;
+    let max_queries = per_batch
+        .iter()
+        .flat_map(|c| c.iter().copied())
+        .max()
+        .unwrap_or(0);
+    let total_queries: u64 = per_batch.iter().flat_map(|c| c.iter()).sum();
+    PartitionReport {
+        partitioner: name.to_owned(),
+        dpus,
+        chunks: prepared.loads.chunks(),
+        partitions: table.len(),
+        hot_partitions: partitioning.hot_partitions,
+        imbalance: Imbalance {
+            data: imbalance_factor(&totals),
+            queries: if_q,
+            queries_per_batch: if_per_batch,
+            queries_reference: imbalance_factor(&reference),
+        },
+        max_pairs_per_dpu: *totals.iter().max().expect("at least one DPU"),
+        mean_pairs_per_dpu: workload.pairs as f64 / dpus as f64,
+        max_queries_per_dpu: max_queries,
+        mean_queries_per_dpu: total_queries as f64 / (dpus as f64 * measured.len() as f64),
+        fits_in_mram: dpus_over == 0,
+        mram: MramUse {
+            available_bytes: machine.mram_size_bytes,
+            max_needed_bytes,
+            max_needed_dpu: max_needed_dpu as u32,
+            dpus_over,
+        },
+        reference_batch: 0,
+        measured_batches: measured,
+        warnings,
+        seed: workload.seed,
+        version: env!("CARGO_PKG_VERSION"),
+        config: EffectiveConfig {
+            machine: machine.raw.clone(),
+            workload: {
+                let mut raw = workload.raw.clone();
+                raw.partition.partitioner = name.to_owned();
+                raw
+            },
+        },
+    }
+}

@@ -1,0 +1,3 @@
+//! B+-Forest: the per-DPU B+-trees and their memory layout.
+
+pub mod layout;

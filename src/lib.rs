@@ -1,0 +1,15 @@
+//! pimdes: a discrete-event simulator of UPMEM processing-in-memory hardware, with
+//! B+-Forest and its query density-driven partitioner on top.
+//!
+//! Dependency direction: `cli` -> `experiments` -> `partition`, `forest`, `workload` ->
+//! `machine` -> `config`, `rng`, `error`.
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod experiments;
+pub mod forest;
+pub mod machine;
+pub mod partition;
+pub mod rng;
+pub mod workload;

@@ -1,0 +1,112 @@
+//! Query batches. Batch `k` is drawn from its own seeded stream; batch 0 is the reference
+//! batch the partitioner sees. A ZcAmp deviation applies to every batch but the reference.
+
+use crate::rng::{Purpose, stream};
+use crate::workload::data::DataSet;
+use crate::workload::keys::KeyDistribution;
+use crate::workload::spec::{QueryKind, Workload};
+use rand::{Rng, RngExt};
+
+/// One query. For get, `lo == hi` is the drawn key; the query asks for the existing key
+/// at or below it (its predecessor; the first key when none is below), which always lies in
+/// the chunk whose range holds `lo`. For ranges, `[lo, hi]` is inclusive. `value` is the
+/// value a range-count-if compares with (0 otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Query {
+    pub lo: u64,
+    pub hi: u64,
+    pub value: u64,
+}
+
+pub struct QueryGenerator {
+    seed: u64,
+    kind: QueryKind,
+    batch_size: u64,
+    value_domain: Option<u64>,
+    /// Key width of a range: range_pairs x 2^64 / D, so a range covers range_pairs pairs on
+    /// average.
+    range_width: u64,
+    reference: KeyDistribution,
+    deviated: Option<KeyDistribution>,
+}
+
+impl QueryGenerator {
+    /// `dpus` and `data` locate the deviation's base partition, if there is one.
+    pub fn new(w: &Workload, data: &DataSet, dpus: u32) -> QueryGenerator {
+        let reference = KeyDistribution::zipf_composite(w.prefix_bits, w.skew);
+        let deviated = w.deviation.map(|dev| {
+            let chunks = data.chunks() as u64;
+            let p = dev.base_partition;
+            let first_chunk = (p * chunks / dpus as u64) as usize;
+            let end_chunk = ((p + 1) * chunks / dpus as u64) as usize;
+            let first = data.range_start(first_chunk);
+            let last = if end_chunk >= data.chunks() {
+                u64::MAX
+            } else {
+                data.range_start(end_chunk) - 1
+            };
+            reference.amplified(first, last, dev.factor)
+        });
+        let width = ((w.range_pairs as u128) << 64) / w.pairs as u128;
+        QueryGenerator {
+            seed: w.seed,
+            kind: w.kind,
+            batch_size: w.batch_size,
+            value_domain: w.value_domain,
+            range_width: width.clamp(1, u64::MAX as u128) as u64,
+            reference,
+            deviated,
+        }
+    }
+
+    pub fn kind(&self) -> QueryKind {
+        self.kind
+    }
+
+    pub fn batch_size(&self) -> u64 {
+        self.batch_size
+    }
+
+    /// Calls `f` on each query of batch `index`, in order, without storing the batch.
+    pub fn for_each(&self, index: u64, mut f: impl FnMut(Query)) {
+        let mut rng = stream(self.seed, Purpose::Batch, index);
+        let dist = match (&self.deviated, index) {
+            (Some(d), i) if i > 0 => d,
+            _ => &self.reference,
+        };
+        for _ in 0..self.batch_size {
+            let lo = dist.sample(&mut rng);
+            let q = match self.kind {
+                QueryKind::Get => Query {
+                    lo,
+                    hi: lo,
+                    value: 0,
+                },
+                QueryKind::RangeMax => Query {
+                    lo,
+                    hi: lo.saturating_add(self.range_width - 1),
+                    value: 0,
+                },
+                QueryKind::RangeCountIf => {
+                    let value = match self.value_domain {
+                        Some(d) => rng.random_range(0..d),
+                        None => rng.next_u64(),
+                    };
+                    Query {
+                        lo,
+                        hi: lo.saturating_add(self.range_width - 1),
+                        value,
+                    }
+                }
+            };
+            f(q);
+        }
+    }
+
+    /// Batch `index` as a vector.
+    pub fn batch(&self, index: u64) -> Vec<Query> {
+        let mut out = Vec::with_capacity(self.batch_size as usize);
+        self.for_each(index, |q| out.push(q));
+        out
+    }
+}

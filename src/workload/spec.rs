@@ -1,0 +1,324 @@
+//! The workload file: `RawWorkload` mirrors the TOML; [`Workload`] is validated.
+
+use crate::config::{Attribution, Override, Source, parse_toml, read_toml_file};
+use crate::error::InputError;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Upper bounds that keep every loop and allocation bounded.
+pub const MAX_PAIRS: u64 = 1 << 36;
+pub const MAX_BATCH_SIZE: u64 = 1 << 30;
+pub const MAX_BATCHES: u64 = 100_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueryKind {
+    Get,
+    RangeCountIf,
+    RangeMax,
+}
+
+impl QueryKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueryKind::Get => "get",
+            QueryKind::RangeCountIf => "range-count-if",
+            QueryKind::RangeMax => "range-max",
+        }
+    }
+
+    pub fn is_range(self) -> bool {
+        !matches!(self, QueryKind::Get)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorkload {
+    pub seed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub data: RawData,
+    pub queries: RawQueries,
+    pub batches: RawBatches,
+    pub partition: RawPartition,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deviation: Option<RawDeviation>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawData {
+    pub pairs: u64,
+    /// Values are uniform in [0, value_domain); absent means the full 64-bit range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_domain: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueries {
+    pub kind: QueryKind,
+    pub batch_size: u64,
+    pub skew: f64,
+    pub prefix_bits: u32,
+    /// Mean number of pairs a range covers; ignored for get.
+    pub range_pairs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawBatches {
+    pub warmup: u64,
+    pub measured: u64,
+}
+
+fn default_chunk_pairs() -> u64 {
+    300
+}
+
+fn default_partitioner() -> String {
+    "qdd-double-scan".to_owned()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawPartition {
+    /// Partitioner used when no `--partitioner` flag is given.
+    #[serde(default = "default_partitioner")]
+    pub partitioner: String,
+    pub alpha: u64,
+    pub data_cap: f64,
+    #[serde(default = "default_chunk_pairs")]
+    pub chunk_pairs: u64,
+    /// Count a range query at both of its ends (+1 each), as the authors' code does.
+    #[serde(default)]
+    pub count_both_ends: bool,
+    /// The authors' later gates on the double scan (scan only while the cold load is high).
+    #[serde(default)]
+    pub double_scan_gates: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawDeviation {
+    /// 0-based index of the base partition whose query probability is amplified.
+    pub base_partition: u64,
+    pub factor: f64,
+}
+
+/// The validated workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub seed: u64,
+    pub pairs: u64,
+    pub value_domain: Option<u64>,
+    pub kind: QueryKind,
+    pub batch_size: u64,
+    pub skew: f64,
+    pub prefix_bits: u32,
+    pub range_pairs: u64,
+    pub warmup_batches: u64,
+    pub measured_batches: u64,
+    pub partitioner: String,
+    pub alpha: u64,
+    pub data_cap: f64,
+    pub chunk_pairs: u64,
+    pub count_both_ends: bool,
+    pub double_scan_gates: bool,
+    pub deviation: Option<Deviation>,
+    /// The configuration this workload was built from, for the effective-config dump.
+    pub raw: RawWorkload,
+    /// Where each key came from, to name it in errors found later.
+    pub attribution: Attribution,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Deviation {
+    pub base_partition: u64,
+    pub factor: f64,
+}
+
+impl Workload {
+    /// Reads a workload file and applies the overrides that are not `machine.*`.
+    pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, InputError> {
+        let table = read_toml_file(path)?;
+        Self::from_table(path.display().to_string(), table, overrides)
+    }
+
+    pub fn from_toml_str(
+        origin: &str,
+        text: &str,
+        overrides: &[Override],
+    ) -> Result<Workload, InputError> {
+        let table = parse_toml(origin, text)?;
+        Self::from_table(origin.to_owned(), table, overrides)
+    }
+
+    fn from_table(
+        origin: String,
+        table: toml::Table,
+        overrides: &[Override],
+    ) -> Result<Workload, InputError> {
+        let source = Source::new(origin, table, overrides, None, &["machine"])?;
+        let raw: RawWorkload = source.deserialize()?;
+        Self::validate(raw, &source)
+    }
+
+    fn validate(raw: RawWorkload, source: &Source) -> Result<Workload, InputError> {
+        let err = |key: &str, reason: String| Err(source.error_at(key, reason));
+        let d = &raw.data;
+        if d.pairs == 0 || d.pairs > MAX_PAIRS {
+            return err(
+                "data.pairs",
+                format!("{} is not between 1 and {MAX_PAIRS}", d.pairs),
+            );
+        }
+        if d.value_domain == Some(0) {
+            return err("data.value_domain", "must be at least 1".into());
+        }
+        let q = &raw.queries;
+        if q.batch_size == 0 || q.batch_size > MAX_BATCH_SIZE {
+            return err(
+                "queries.batch_size",
+                format!("{} is not between 1 and {MAX_BATCH_SIZE}", q.batch_size),
+            );
+        }
+        if !q.skew.is_finite() || q.skew < 0.0 {
+            return err(
+                "queries.skew",
+                format!("{} must be a finite number >= 0 (0 = uniform)", q.skew),
+            );
+        }
+        if q.prefix_bits > 24 {
+            return err(
+                "queries.prefix_bits",
+                format!("{} must be between 0 and 24", q.prefix_bits),
+            );
+        }
+        if q.kind.is_range() && q.range_pairs == 0 {
+            return err("queries.range_pairs", "must be at least 1".into());
+        }
+        let b = &raw.batches;
+        if b.warmup == 0 {
+            return err(
+                "batches.warmup",
+                "must be at least 1: the first warm-up batch is the reference workload".into(),
+            );
+        }
+        if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
+            return err(
+                "batches.measured",
+                format!(
+                    "must be at least 1, with warmup + measured at most {MAX_BATCHES}"
+                ),
+            );
+        }
+        let p = &raw.partition;
+        if p.alpha == 0 {
+            return err(
+                "partition.alpha",
+                "must be a positive integer (1 favours query balance, large favours data balance)"
+                    .into(),
+            );
+        }
+        if !p.data_cap.is_finite() || p.data_cap < 1.0 {
+            return err(
+                "partition.data_cap",
+                format!(
+                    "{} must be at least 1 (a part may hold data_cap x D/P pairs)",
+                    p.data_cap
+                ),
+            );
+        }
+        if p.chunk_pairs == 0 || p.chunk_pairs > u32::MAX as u64 {
+            return err("partition.chunk_pairs", "must be at least 1".into());
+        }
+        let deviation = match &raw.deviation {
+            None => None,
+            Some(dev) => {
+                if !dev.factor.is_finite() || dev.factor <= 0.0 {
+                    return err(
+                        "deviation.factor",
+                        format!("{} must be a positive number", dev.factor),
+                    );
+                }
+                Some(Deviation {
+                    base_partition: dev.base_partition,
+                    factor: dev.factor,
+                })
+            }
+        };
+        Ok(Workload {
+            seed: raw.seed,
+            pairs: d.pairs,
+            value_domain: d.value_domain,
+            kind: q.kind,
+            batch_size: q.batch_size,
+            skew: q.skew,
+            prefix_bits: q.prefix_bits,
+            range_pairs: q.range_pairs,
+            warmup_batches: b.warmup,
+            measured_batches: b.measured,
+            partitioner: p.partitioner.clone(),
+            alpha: p.alpha,
+            data_cap: p.data_cap,
+            chunk_pairs: p.chunk_pairs,
+            count_both_ends: p.count_both_ends,
+            double_scan_gates: p.double_scan_gates,
+            deviation,
+            raw,
+            attribution: source.attribution.clone(),
+        })
+    }
+
+    /// Number of chunks the data is cut into.
+    pub fn chunks(&self) -> u64 {
+        self.pairs.div_ceil(self.chunk_pairs)
+    }
+
+    /// Total batches (warm-up + measured). Batch 0 is the reference batch.
+    pub fn total_batches(&self) -> u64 {
+        self.warmup_batches + self.measured_batches
+    }
+
+    /// Indices of the measured batches.
+    pub fn measured_batch_indices(&self) -> std::ops::Range<u64> {
+        self.warmup_batches..self.total_batches()
+    }
+
+    /// Checks the rules that need the machine: enough data for every DPU, and a deviation
+    /// that names an existing base partition.
+    pub fn check_against_dpus(&self, dpus: u32) -> Result<(), InputError> {
+        if self.pairs < dpus as u64 {
+            return Err(self.attribution.error_at(
+                "data.pairs",
+                format!("{} pairs are fewer than the machine's {dpus} DPUs", self.pairs),
+            ));
+        }
+        if self.chunks() < dpus as u64 {
+            return Err(self.attribution.error_at(
+                "partition.chunk_pairs",
+                format!(
+                    "{} pairs in chunks of {} make {} chunks, fewer than the machine's {dpus} DPUs; lower chunk_pairs or raise data.pairs",
+                    self.pairs,
+                    self.chunk_pairs,
+                    self.chunks()
+                ),
+            ));
+        }
+        if let Some(dev) = &self.deviation
+            && dev.base_partition >= dpus as u64
+        {
+            return Err(self.attribution.error_at(
+                "deviation.base_partition",
+                format!(
+                    "{} is out of range: base partitions are numbered 0 to {} (one per DPU)",
+                    dev.base_partition,
+                    dpus - 1
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
