@@ -56,16 +56,23 @@ fn greedy_cut(loads: &ChunkLoads, b: u64, cap_pairs: u64) -> Vec<Range<usize>> {
     ranges
 }
 
-/// Splits the longest parts (by chunk count) in half until there are `p`; splitting never
-/// raises a part's load, so the bottleneck and the cap still hold.
+/// Splits the longest parts (by chunk count) in half until there are `p` (or one per
+/// chunk); splitting never raises a part's load, so the bottleneck and the cap still hold.
+/// When the bottleneck is set by one dense chunk, the greedy cut may need far fewer than P
+/// parts; spare DPUs then take halves of the longest parts instead of staying empty.
 fn fill_to(mut ranges: Vec<Range<usize>>, p: usize) -> Vec<Range<usize>> {
+    let chunks = ranges.last().map_or(0, |r| r.end);
+    let p = p.min(chunks);
     let mut heap: BinaryHeap<(usize, std::cmp::Reverse<usize>, usize)> = ranges
         .iter()
         .map(|r| (r.len(), std::cmp::Reverse(r.start), r.end))
         .collect();
     while heap.len() < p {
         let (len, std::cmp::Reverse(start), end) = heap.pop().expect("heap is not empty");
-        debug_assert!(len >= 2, "enough chunks were checked before");
+        debug_assert!(
+            len >= 2,
+            "fewer parts than chunks leaves a part of two or more"
+        );
         let mid = start + len / 2;
         heap.push((mid - start, std::cmp::Reverse(start), mid));
         heap.push((end - mid, std::cmp::Reverse(mid), end));
