@@ -50,8 +50,8 @@ proptest! {
         match ccp(&loads, p as u32, cap) {
             Ok((ranges, bottleneck)) => {
                 prop_assert_eq!(Some(bottleneck), expected);
-                // Exactly min(p, n) non-empty parts covering all chunks in order.
-                prop_assert_eq!(ranges.len(), p.min(n));
+                // At most p non-empty parts covering all chunks in order.
+                prop_assert!(ranges.len() <= p);
                 let mut next = 0;
                 for r in &ranges {
                     prop_assert_eq!(r.start, next);
