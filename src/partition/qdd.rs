@@ -56,11 +56,22 @@ impl Thresholds {
     }
 }
 
-/// Algorithm 2 on base partition `s..=e`: hot ranges as inclusive chunk bounds.
-fn greedy_find_hot(loads: &ChunkLoads, s: usize, e: usize, th: &Thresholds) -> Vec<(usize, usize)> {
+/// Algorithm 2 on base partition `s..=e`: hot ranges as inclusive chunk bounds. With
+/// `gates`, the scan only runs while the base's remaining cold load is above the gate.
+fn greedy_find_hot(
+    loads: &ChunkLoads,
+    s: usize,
+    e: usize,
+    th: &Thresholds,
+    gates: bool,
+) -> Vec<(usize, usize)> {
     let mut hot = Vec::new();
     if th.total_queries == 0 {
         return hot; // no query density anywhere: nothing is hot
+    }
+    let mut remaining = loads.queries(s, e);
+    if gates && !th.above_gate(remaining) {
+        return hot;
     }
     let mut l = s;
     for r in s..=e {
@@ -70,7 +81,11 @@ fn greedy_find_hot(loads: &ChunkLoads, s: usize, e: usize, th: &Thresholds) -> V
         }
         if th.hot(loads.queries(l, r)) {
             hot.push((l, r));
+            remaining -= loads.queries(l, r);
             l = r + 1;
+            if gates && !th.above_gate(remaining) {
+                break;
+            }
         }
     }
     hot
@@ -84,7 +99,7 @@ fn double_scan_find_hot(
     th: &Thresholds,
     gates: bool,
 ) -> Vec<HotPiece> {
-    let first = greedy_find_hot(loads, s, e, th);
+    let first = greedy_find_hot(loads, s, e, th, gates);
     let mut pieces: Vec<HotPiece> = first.iter().map(|&r| HotPiece { runs: vec![r] }).collect();
     let len = e - s + 1;
     let mut in_first = vec![false; len];
@@ -226,7 +241,7 @@ impl Partitioner for QddGreedy {
         params: &PartitionParams,
     ) -> Result<Partitioning, PartitionError> {
         qdd_partition(loads, params, |s, e, th| {
-            greedy_find_hot(loads, s, e, th)
+            greedy_find_hot(loads, s, e, th, false)
                 .into_iter()
                 .map(|r| HotPiece { runs: vec![r] })
                 .collect()
@@ -270,7 +285,7 @@ pub fn find_hot_for_tests(
     if double_scan {
         double_scan_find_hot(loads, s, e, &th, params.double_scan_gates)
     } else {
-        greedy_find_hot(loads, s, e, &th)
+        greedy_find_hot(loads, s, e, &th, false)
             .into_iter()
             .map(|r| HotPiece { runs: vec![r] })
             .collect()
