@@ -95,7 +95,7 @@ impl TreeImage {
         let mut leaf: Vec<(u64, u64)> = Vec::with_capacity(LEAF_PAIRS as usize);
         let mut count = 0u64;
         let mut last_key: Option<u64> = None;
-        let mut flush =
+        let flush =
             |leaf: &mut Vec<(u64, u64)>, bytes: &mut Vec<u8>, level: &mut Vec<(u64, Link)>| {
                 let node = (bytes.len() as u64) / NODE_BYTES;
                 bytes.resize(bytes.len() + NODE_BYTES as usize, 0);
