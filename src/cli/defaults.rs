@@ -15,7 +15,8 @@ pub const DEFAULT_SKEWS: [f64; 4] = [0.6, 0.8, 1.0, 1.2];
 /// Every partitioner at each default skew, on the paper's 1,012-DPU machine with a
 /// scaled-down workload.
 pub fn run_default() -> Result<(), Error> {
-    let machine = Machine::from_toml_str("<embedded machines/paper-1012.toml>", DEFAULT_MACHINE, &[])?;
+    let machine =
+        Machine::from_toml_str("<embedded machines/paper-1012.toml>", DEFAULT_MACHINE, &[])?;
     let mut rows = Vec::new();
     let mut header = String::new();
     for skew in DEFAULT_SKEWS {

@@ -29,7 +29,10 @@ impl Override {
         };
         let key = key.trim();
         if key.is_empty() || key.split('.').any(|part| part.trim().is_empty()) {
-            return Err(InputError::plain(origin, "the key is empty or has an empty part"));
+            return Err(InputError::plain(
+                origin,
+                "the key is empty or has an empty part",
+            ));
         }
         let raw_value = raw_value.trim();
         let value = match toml::from_str::<toml::Table>(&format!("v = {raw_value}")) {
@@ -166,7 +169,12 @@ impl Source {
                     o.key.clone()
                 }
             };
-            set_path(&mut table, &relative, o.value.clone(), &format!("--set {}", o.text))?;
+            set_path(
+                &mut table,
+                &relative,
+                o.value.clone(),
+                &format!("--set {}", o.text),
+            )?;
             applied.push((relative, o.text.clone()));
         }
         Ok(Source {

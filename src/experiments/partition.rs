@@ -156,7 +156,13 @@ pub fn run_partition(
 ) -> Result<PartitionReport, Error> {
     let prepared = Prepared::new(machine, workload)?;
     let partitioning = prepared.partition(partitioner, workload)?;
-    Ok(evaluate(machine, workload, &prepared, &partitioning, partitioner.name()))
+    Ok(evaluate(
+        machine,
+        workload,
+        &prepared,
+        &partitioning,
+        partitioner.name(),
+    ))
 }
 
 /// Measures a partitioning on the reference and measured batches.

@@ -68,7 +68,10 @@ impl ChunkLoads {
     }
 
     pub fn total_queries(&self) -> u64 {
-        *self.query_prefix.last().expect("prefix has a first element")
+        *self
+            .query_prefix
+            .last()
+            .expect("prefix has a first element")
     }
 
     pub fn chunk_size(&self, i: usize) -> u64 {
@@ -81,7 +84,10 @@ impl ChunkLoads {
 
     /// `M_d`: the largest chunk.
     pub fn max_chunk_size(&self) -> u64 {
-        (0..self.chunks()).map(|i| self.chunk_size(i)).max().unwrap_or(0)
+        (0..self.chunks())
+            .map(|i| self.chunk_size(i))
+            .max()
+            .unwrap_or(0)
     }
 
     /// `M_q`: the largest chunk query count.

@@ -118,7 +118,10 @@ impl Partitioning {
         let mut next = 0;
         for (k, p) in self.parts.iter().enumerate() {
             if p.chunks.start != next || p.chunks.is_empty() {
-                return Err(format!("part {k} is {:?}, expected to start at {next}", p.chunks));
+                return Err(format!(
+                    "part {k} is {:?}, expected to start at {next}",
+                    p.chunks
+                ));
             }
             if p.dpu >= self.dpus {
                 return Err(format!("part {k} is on DPU {} of {}", p.dpu, self.dpus));
@@ -136,7 +139,11 @@ impl Partitioning {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PartitionError {
     /// One chunk alone holds more pairs than a part may.
-    ChunkAboveCap { chunk: usize, pairs: u64, cap_pairs: u64 },
+    ChunkAboveCap {
+        chunk: usize,
+        pairs: u64,
+        cap_pairs: u64,
+    },
     /// No way to cut the chunks into P parts under the data cap.
     CapInfeasible { dpus: u32, cap_pairs: u64 },
     /// Fewer chunks than DPUs.

@@ -80,10 +80,7 @@ fn double_scan_find_hot(
     gates: bool,
 ) -> Vec<HotPiece> {
     let first = greedy_find_hot(loads, s, e, th);
-    let mut pieces: Vec<HotPiece> = first
-        .iter()
-        .map(|&r| HotPiece { runs: vec![r] })
-        .collect();
+    let mut pieces: Vec<HotPiece> = first.iter().map(|&r| HotPiece { runs: vec![r] }).collect();
     let len = e - s + 1;
     let mut in_first = vec![false; len];
     for &(a, b) in &first {

@@ -40,8 +40,15 @@ impl RoutingTable {
     /// From raw arrays; `starts` must begin at 0 and increase strictly.
     pub fn from_parts(starts: Vec<u64>, targets: Vec<Target>) -> RoutingTable {
         assert_eq!(starts.len(), targets.len());
-        assert_eq!(starts.first(), Some(&0), "the first partition starts at key 0");
-        assert!(starts.windows(2).all(|w| w[0] < w[1]), "start keys increase");
+        assert_eq!(
+            starts.first(),
+            Some(&0),
+            "the first partition starts at key 0"
+        );
+        assert!(
+            starts.windows(2).all(|w| w[0] < w[1]),
+            "start keys increase"
+        );
         RoutingTable { starts, targets }
     }
 
@@ -88,12 +95,7 @@ mod tests {
     fn a_range_crossing_k_partitions_yields_k_fragments() {
         let t = RoutingTable::from_parts(
             vec![0, 10, 20, 30],
-            (0..4)
-                .map(|d| Target {
-                    dpu: d,
-                    hot: false,
-                })
-                .collect(),
+            (0..4).map(|d| Target { dpu: d, hot: false }).collect(),
         );
         let frags = |lo, hi| {
             let mut v = Vec::new();

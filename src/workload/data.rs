@@ -163,7 +163,10 @@ mod tests {
             }
             all.extend(pairs.iter().map(|p| p.0));
         }
-        assert!(all.windows(2).all(|w| w[0] < w[1]), "keys distinct and sorted");
+        assert!(
+            all.windows(2).all(|w| w[0] < w[1]),
+            "keys distinct and sorted"
+        );
         assert_eq!(d.chunk_of(0), 0);
         assert_eq!(d.chunk_of(u64::MAX), 33);
     }
@@ -172,7 +175,9 @@ mod tests {
     fn keys_look_uniform() {
         // Fraction of chunk boundaries below half the key space is about one half.
         let d = DataSet::generate_with(9, 3_000_000, 300, None);
-        let below = (0..d.chunks()).filter(|&i| d.first_key(i) < 1 << 63).count();
+        let below = (0..d.chunks())
+            .filter(|&i| d.first_key(i) < 1 << 63)
+            .count();
         let frac = below as f64 / d.chunks() as f64;
         assert!((frac - 0.5).abs() < 0.02, "{frac}");
     }

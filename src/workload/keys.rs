@@ -37,7 +37,10 @@ impl KeyDistribution {
     pub fn from_segments(segments: Vec<Segment>) -> KeyDistribution {
         assert!(!segments.is_empty(), "a key distribution needs a segment");
         let total: f64 = segments.iter().map(|s| s.weight).sum();
-        assert!(total > 0.0 && total.is_finite(), "weights must sum to a positive number");
+        assert!(
+            total > 0.0 && total.is_finite(),
+            "weights must sum to a positive number"
+        );
         let mut running = 0.0;
         let cdf = segments
             .iter()
@@ -52,7 +55,10 @@ impl KeyDistribution {
     /// Zipf-composite keys: the upper `prefix_bits` bits follow Zipf(`theta`) over the
     /// 2^prefix_bits prefixes, rank r mapped to prefix r; the lower bits are uniform.
     pub fn zipf_composite(prefix_bits: u32, theta: f64) -> KeyDistribution {
-        assert!(prefix_bits <= 24, "prefix_bits is validated to be at most 24");
+        assert!(
+            prefix_bits <= 24,
+            "prefix_bits is validated to be at most 24"
+        );
         let n = 1usize << prefix_bits;
         let probabilities = zipf_probabilities(n, theta);
         let width_bits = 64 - prefix_bits;
@@ -164,7 +170,11 @@ mod tests {
         let p = zipf_probabilities(2, 1.0);
         assert!((p[0] - 2.0 / 3.0).abs() < 1e-15 && (p[1] - 1.0 / 3.0).abs() < 1e-15);
         // theta 0 is uniform.
-        assert!(zipf_probabilities(8, 0.0).iter().all(|&x| (x - 0.125).abs() < 1e-15));
+        assert!(
+            zipf_probabilities(8, 0.0)
+                .iter()
+                .all(|&x| (x - 0.125).abs() < 1e-15)
+        );
         // theta 2 over 3 ranks: 1, 1/4, 1/9 over 49/36.
         let p = zipf_probabilities(3, 2.0);
         assert!((p[2] - (1.0 / 9.0) / (49.0 / 36.0)).abs() < 1e-15);
@@ -174,7 +184,10 @@ mod tests {
     fn sampled_prefix_frequencies_match_exact_probabilities() {
         // 64 prefixes, 200,000 draws: chi-square with 63 degrees of freedom stays below
         // 110 with probability 0.9998. The seed is fixed, so the test is deterministic.
-        for (i, theta) in [0.0, 0.6, 0.8, 0.99, 1.0, 1.01, 1.2, 1.5, 2.0].into_iter().enumerate() {
+        for (i, theta) in [0.0, 0.6, 0.8, 0.99, 1.0, 1.01, 1.2, 1.5, 2.0]
+            .into_iter()
+            .enumerate()
+        {
             let d = KeyDistribution::zipf_composite(6, theta);
             let mut rng = stream(11, Purpose::Batch, i as u64);
             let mut counts = vec![0u64; 64];

@@ -209,9 +209,7 @@ impl Workload {
         if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
             return err(
                 "batches.measured",
-                format!(
-                    "must be at least 1, with warmup + measured at most {MAX_BATCHES}"
-                ),
+                format!("must be at least 1, with warmup + measured at most {MAX_BATCHES}"),
             );
         }
         let p = &raw.partition;
@@ -293,7 +291,10 @@ impl Workload {
         if self.pairs < dpus as u64 {
             return Err(self.attribution.error_at(
                 "data.pairs",
-                format!("{} pairs are fewer than the machine's {dpus} DPUs", self.pairs),
+                format!(
+                    "{} pairs are fewer than the machine's {dpus} DPUs",
+                    self.pairs
+                ),
             ));
         }
         if self.chunks() < dpus as u64 {
