@@ -53,6 +53,10 @@ pub enum Error {
     /// The input is wrong; nothing was computed. Exit code 2.
     #[error("{0}")]
     Input(#[from] InputError),
+    /// A kernel failed on a DPU (for a microbenchmark: the machine cannot run it, e.g. too
+    /// little WRAM). Exit code 2: the machine description is the cause.
+    #[error("{0}")]
+    Kernel(#[from] crate::dpu::LaunchError),
     /// Writing output failed.
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
@@ -61,7 +65,7 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Input(_) => EXIT_BAD_INPUT,
+            Error::Input(_) | Error::Kernel(_) => EXIT_BAD_INPUT,
             Error::Output { .. } => EXIT_FAILURE,
         }
     }

@@ -1,15 +1,20 @@
 //! pimdes: a discrete-event simulator of UPMEM processing-in-memory hardware, with
 //! B+-Forest and its query density-driven partitioner on top.
 //!
-//! Dependency direction: `cli` -> `experiments` -> `partition`, `forest`, `workload` ->
-//! `machine` -> `config`, `rng`, `error`.
+//! Dependency direction: `cli` -> `experiments`, `microbench` -> `partition`, `forest`,
+//! `workload` -> `system`, `host`, `dpu` -> `machine` -> `engine`, `config`, `rng`, `error`.
 
 pub mod cli;
 pub mod config;
+pub mod dpu;
+pub mod engine;
 pub mod error;
 pub mod experiments;
 pub mod forest;
+pub mod host;
 pub mod machine;
+pub mod microbench;
 pub mod partition;
 pub mod rng;
+pub mod system;
 pub mod workload;

@@ -1,7 +1,10 @@
 //! The machine description: `RawMachine` mirrors the TOML file; [`Machine`] is the
-//! validated model with derived quantities (usable DPUs per rank).
+//! validated model with derived quantities (usable DPUs per rank) and every timing
+//! parameter turned into integers ([`DpuParams`], [`TransferParams`], [`HostParams`]).
+//! `docs/machine-model.md` explains each parameter.
 
 use crate::config::{Override, Source, parse_toml, read_toml_file};
+use crate::engine::{Clock, Time};
 use crate::error::InputError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -22,12 +25,97 @@ pub struct RawMachine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usable_dpus: Option<u64>,
     pub dpu: RawDpu,
+    pub dma: RawDma,
+    pub transfer: RawTransfer,
+    pub host: RawHost,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawDpu {
     pub mram_size_bytes: u64,
+    pub clock_mhz: f64,
+    pub max_tasklets: u64,
+    pub wram_size_bytes: u64,
+    pub iram_instructions: u64,
+    pub atomic_bits: u64,
+    pub stack_bytes_per_tasklet: u64,
+    pub pipeline: RawPipeline,
+    pub instructions: RawInstructions,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawPipeline {
+    /// Cycles between two instructions of one tasklet (the revolver rule).
+    pub tasklet_issue_interval_cycles: u64,
+    /// Instructions the pipeline issues per cycle, over all tasklets.
+    pub issue_slots_per_cycle: u64,
+}
+
+/// Instructions per operation (the instruction-cost table).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawInstructions {
+    pub alu: u64,
+    pub wram_access: u64,
+    pub loop_iteration: u64,
+    pub add_i32: u64,
+    pub sub_i32: u64,
+    pub mul_i32: u64,
+    pub div_i32: u64,
+    pub add_i64: u64,
+    pub sub_i64: u64,
+    pub mul_i64: u64,
+    pub div_i64: u64,
+    pub add_f32: u64,
+    pub sub_f32: u64,
+    pub mul_f32: u64,
+    pub div_f32: u64,
+    pub add_f64: u64,
+    pub sub_f64: u64,
+    pub mul_f64: u64,
+    pub div_f64: u64,
+    pub mutex_lock: u64,
+    pub mutex_unlock: u64,
+    pub barrier_wait: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawDma {
+    pub min_size_bytes: u64,
+    pub max_size_bytes: u64,
+    pub alignment_bytes: u64,
+    pub read_latency_fixed_cycles: u64,
+    pub write_latency_fixed_cycles: u64,
+    pub latency_cycles_per_byte: f64,
+    pub occupancy_fixed_cycles: u64,
+    pub occupancy_cycles_per_byte: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawTransfer {
+    pub call_fixed_us: f64,
+    pub launch_fixed_us: f64,
+    pub ownership_switch_us_per_rank: f64,
+    pub cpu_dpu_gb_per_s_per_dpu: f64,
+    pub cpu_dpu_gb_per_s_per_rank: f64,
+    pub dpu_cpu_gb_per_s_per_dpu: f64,
+    pub dpu_cpu_gb_per_s_per_rank: f64,
+    pub broadcast_gb_per_s_per_rank: f64,
+    pub host_cap_gb_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawHost {
+    pub cpu: String,
+    pub threads: u64,
+    pub route_ns_per_query: f64,
+    pub merge_ns_per_result: f64,
+    pub pack_ns_per_byte: f64,
 }
 
 /// The validated machine.
@@ -41,8 +129,99 @@ pub struct Machine {
     /// Usable DPUs of each rank; faulty DPUs are spread evenly, earlier ranks keep more.
     pub usable_dpus_per_rank: Vec<u32>,
     pub mram_size_bytes: u64,
+    /// One DPU: clock, pipeline, memories, instruction costs, DMA engine.
+    pub dpu: DpuParams,
+    /// Host <-> DPU transfers and launches.
+    pub transfer: TransferParams,
+    /// The host CPU's analytic cost model.
+    pub host: HostParams,
     /// The configuration this machine was built from, for the effective-config dump.
     pub raw: RawMachine,
+}
+
+/// The instruction-cost table: instructions per operation (see [`crate::dpu::Op`]).
+pub type InstructionCosts = RawInstructions;
+
+/// One DPU, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpuParams {
+    pub clock: Clock,
+    pub mram_size_bytes: u64,
+    pub max_tasklets: u32,
+    pub wram_size_bytes: u32,
+    pub iram_instructions: u32,
+    /// Hardware atomic bits; mutex and barrier ids must be below it.
+    pub atomic_bits: u32,
+    pub stack_bytes_per_tasklet: u32,
+    pub tasklet_issue_interval_cycles: u64,
+    pub issue_slots_per_cycle: u64,
+    pub costs: InstructionCosts,
+    pub dma: DmaParams,
+}
+
+/// Direction of an MRAM <-> WRAM transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DmaDirection {
+    /// `mram_read`: MRAM to WRAM.
+    Read,
+    /// `mram_write`: WRAM to MRAM.
+    Write,
+}
+
+/// The DMA engine of one DPU. Per-byte costs are kept in thousandths of a cycle so that
+/// 0.5 cycle per byte stays exact.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DmaParams {
+    pub min_size_bytes: u32,
+    pub max_size_bytes: u32,
+    pub alignment_bytes: u32,
+    pub read_latency_fixed_cycles: u64,
+    pub write_latency_fixed_cycles: u64,
+    pub latency_millicycles_per_byte: u64,
+    pub occupancy_fixed_cycles: u64,
+    pub occupancy_millicycles_per_byte: u64,
+}
+
+impl DmaParams {
+    /// Cycles from issue to completion on an idle engine: alpha + beta x size (rounded up).
+    pub fn latency_cycles(&self, direction: DmaDirection, size_bytes: u32) -> u64 {
+        let fixed = match direction {
+            DmaDirection::Read => self.read_latency_fixed_cycles,
+            DmaDirection::Write => self.write_latency_fixed_cycles,
+        };
+        fixed + (size_bytes as u64 * self.latency_millicycles_per_byte).div_ceil(1000)
+    }
+
+    /// Cycles the engine is busy with one request, which bounds its throughput.
+    pub fn occupancy_cycles(&self, size_bytes: u32) -> u64 {
+        self.occupancy_fixed_cycles
+            + (size_bytes as u64 * self.occupancy_millicycles_per_byte).div_ceil(1000)
+    }
+}
+
+/// Host <-> DPU transfers, validated: durations in picoseconds, rates in bytes per second.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferParams {
+    pub call_fixed: Time,
+    pub launch_fixed: Time,
+    pub ownership_switch_per_rank: Time,
+    pub cpu_dpu_bytes_per_s_per_dpu: u64,
+    pub cpu_dpu_bytes_per_s_per_rank: u64,
+    pub dpu_cpu_bytes_per_s_per_dpu: u64,
+    pub dpu_cpu_bytes_per_s_per_rank: u64,
+    pub broadcast_bytes_per_s_per_rank: u64,
+    pub host_cap_bytes_per_s: u64,
+}
+
+/// The host CPU's analytic cost model, validated: costs in picoseconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostParams {
+    pub cpu: String,
+    pub threads: u32,
+    pub route_ps_per_query: u64,
+    pub merge_ps_per_result: u64,
+    pub pack_ps_per_byte: u64,
 }
 
 impl Machine {
@@ -109,6 +288,9 @@ impl Machine {
                 format!("{mram} must be a positive multiple of 8"),
             ));
         }
+        let dpu = validate_dpu(&raw, source)?;
+        let transfer = validate_transfer(&raw.transfer, source)?;
+        let host = validate_host(&raw.host, source)?;
         Ok(Machine {
             name: raw.name.clone(),
             ranks,
@@ -116,8 +298,16 @@ impl Machine {
             dpus: usable as u32,
             usable_dpus_per_rank: per_rank,
             mram_size_bytes: mram,
+            dpu,
+            transfer,
+            host,
             raw,
         })
+    }
+
+    /// Global index of the first usable DPU of each rank.
+    pub fn first_dpu_of_rank(&self, rank: u32) -> u32 {
+        self.usable_dpus_per_rank[..rank as usize].iter().sum()
     }
 
     /// The rank that holds global DPU index `dpu` (DPUs are numbered rank by rank).
@@ -133,15 +323,286 @@ impl Machine {
     }
 }
 
+/// An integer in `lo..=hi`, or an error naming `key`.
+fn in_range(source: &Source, key: &str, value: u64, lo: u64, hi: u64) -> Result<u64, InputError> {
+    if value < lo || value > hi {
+        return Err(source.error_at(key, format!("{value} is not between {lo} and {hi}")));
+    }
+    Ok(value)
+}
+
+/// A finite decimal in `lo..=hi`, or an error naming `key`.
+fn in_range_f64(
+    source: &Source,
+    key: &str,
+    value: f64,
+    lo: f64,
+    hi: f64,
+) -> Result<f64, InputError> {
+    if !value.is_finite() || value < lo || value > hi {
+        return Err(source.error_at(key, format!("{value} is not between {lo} and {hi}")));
+    }
+    Ok(value)
+}
+
+/// A per-byte cycle cost, kept exactly in thousandths of a cycle.
+fn millicycles(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
+    let value = in_range_f64(source, key, value, 0.0, 1000.0)?;
+    let milli = (value * 1000.0).round();
+    if (value * 1000.0 - milli).abs() > 1e-6 {
+        return Err(source.error_at(key, format!("{value} must be a multiple of 0.001 cycle")));
+    }
+    Ok(milli as u64)
+}
+
+/// Microseconds -> picoseconds (rounded to the nearest picosecond).
+fn us_to_time(source: &Source, key: &str, value: f64) -> Result<Time, InputError> {
+    let value = in_range_f64(source, key, value, 0.0, 1e9)?;
+    Ok(Time((value * 1e6).round() as u64))
+}
+
+/// GB/s (10^9 bytes per second) -> bytes per second; must be positive.
+fn gb_per_s(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
+    let value = in_range_f64(source, key, value, 1e-6, 1e6)?;
+    Ok((value * 1e9).round() as u64)
+}
+
+/// Nanoseconds -> picoseconds (rounded to the nearest picosecond).
+fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
+    let value = in_range_f64(source, key, value, 0.0, 1e9)?;
+    Ok((value * 1e3).round() as u64)
+}
+
+fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputError> {
+    let d = &raw.dpu;
+    let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, 1.0, 10_000.0)?;
+    let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 64)?;
+    let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
+    if wram % 8 != 0 {
+        return Err(source.error_at(
+            "dpu.wram_size_bytes",
+            format!("{wram} must be a multiple of 8"),
+        ));
+    }
+    let iram = in_range(
+        source,
+        "dpu.iram_instructions",
+        d.iram_instructions,
+        1,
+        1 << 30,
+    )?;
+    let atomic = in_range(source, "dpu.atomic_bits", d.atomic_bits, 1, 1 << 16)?;
+    let stack = in_range(
+        source,
+        "dpu.stack_bytes_per_tasklet",
+        d.stack_bytes_per_tasklet,
+        0,
+        1 << 20,
+    )?;
+    if stack % 8 != 0 {
+        return Err(source.error_at(
+            "dpu.stack_bytes_per_tasklet",
+            format!("{stack} must be a multiple of 8"),
+        ));
+    }
+    let interval = in_range(
+        source,
+        "dpu.pipeline.tasklet_issue_interval_cycles",
+        d.pipeline.tasklet_issue_interval_cycles,
+        1,
+        1024,
+    )?;
+    let slots = in_range(
+        source,
+        "dpu.pipeline.issue_slots_per_cycle",
+        d.pipeline.issue_slots_per_cycle,
+        1,
+        64,
+    )?;
+    let c = &d.instructions;
+    let table = [
+        ("alu", c.alu),
+        ("wram_access", c.wram_access),
+        ("loop_iteration", c.loop_iteration),
+        ("add_i32", c.add_i32),
+        ("sub_i32", c.sub_i32),
+        ("mul_i32", c.mul_i32),
+        ("div_i32", c.div_i32),
+        ("add_i64", c.add_i64),
+        ("sub_i64", c.sub_i64),
+        ("mul_i64", c.mul_i64),
+        ("div_i64", c.div_i64),
+        ("add_f32", c.add_f32),
+        ("sub_f32", c.sub_f32),
+        ("mul_f32", c.mul_f32),
+        ("div_f32", c.div_f32),
+        ("add_f64", c.add_f64),
+        ("sub_f64", c.sub_f64),
+        ("mul_f64", c.mul_f64),
+        ("div_f64", c.div_f64),
+        ("mutex_lock", c.mutex_lock),
+        ("mutex_unlock", c.mutex_unlock),
+        ("barrier_wait", c.barrier_wait),
+    ];
+    for (name, value) in table {
+        in_range(
+            source,
+            &format!("dpu.instructions.{name}"),
+            value,
+            0,
+            1_000_000,
+        )?;
+    }
+    let m = &raw.dma;
+    let align = in_range(source, "dma.alignment_bytes", m.alignment_bytes, 1, 4096)?;
+    if !align.is_power_of_two() {
+        return Err(source.error_at(
+            "dma.alignment_bytes",
+            format!("{align} is not a power of two"),
+        ));
+    }
+    let min = in_range(source, "dma.min_size_bytes", m.min_size_bytes, 1, 1 << 20)?;
+    let max = in_range(source, "dma.max_size_bytes", m.max_size_bytes, min, 1 << 20)?;
+    if min % align != 0 || max % align != 0 {
+        return Err(source.error_at(
+            "dma.max_size_bytes",
+            format!(
+                "the DMA sizes {min} and {max} must be multiples of dma.alignment_bytes = {align}"
+            ),
+        ));
+    }
+    let dma = DmaParams {
+        min_size_bytes: min as u32,
+        max_size_bytes: max as u32,
+        alignment_bytes: align as u32,
+        read_latency_fixed_cycles: in_range(
+            source,
+            "dma.read_latency_fixed_cycles",
+            m.read_latency_fixed_cycles,
+            0,
+            1 << 20,
+        )?,
+        write_latency_fixed_cycles: in_range(
+            source,
+            "dma.write_latency_fixed_cycles",
+            m.write_latency_fixed_cycles,
+            0,
+            1 << 20,
+        )?,
+        latency_millicycles_per_byte: millicycles(
+            source,
+            "dma.latency_cycles_per_byte",
+            m.latency_cycles_per_byte,
+        )?,
+        occupancy_fixed_cycles: in_range(
+            source,
+            "dma.occupancy_fixed_cycles",
+            m.occupancy_fixed_cycles,
+            0,
+            1 << 20,
+        )?,
+        occupancy_millicycles_per_byte: millicycles(
+            source,
+            "dma.occupancy_cycles_per_byte",
+            m.occupancy_cycles_per_byte,
+        )?,
+    };
+    if dma.occupancy_cycles(dma.min_size_bytes) == 0 {
+        return Err(source.error_at(
+            "dma.occupancy_cycles_per_byte",
+            "the engine must be busy for at least one cycle per request",
+        ));
+    }
+    for dir in [DmaDirection::Read, DmaDirection::Write] {
+        for size in [dma.min_size_bytes, dma.max_size_bytes] {
+            if dma.occupancy_cycles(size) > dma.latency_cycles(dir, size) {
+                return Err(source.error_at(
+                    "dma.occupancy_fixed_cycles",
+                    format!(
+                        "a {size}-byte {dir:?} would keep the engine busy for longer than its latency ({} > {} cycles)",
+                        dma.occupancy_cycles(size),
+                        dma.latency_cycles(dir, size)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(DpuParams {
+        clock: Clock::from_hz((mhz * 1e6).round() as u64),
+        mram_size_bytes: d.mram_size_bytes,
+        max_tasklets: max_tasklets as u32,
+        wram_size_bytes: wram as u32,
+        iram_instructions: iram as u32,
+        atomic_bits: atomic as u32,
+        stack_bytes_per_tasklet: stack as u32,
+        tasklet_issue_interval_cycles: interval,
+        issue_slots_per_cycle: slots,
+        costs: c.clone(),
+        dma,
+    })
+}
+
+fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams, InputError> {
+    Ok(TransferParams {
+        call_fixed: us_to_time(source, "transfer.call_fixed_us", t.call_fixed_us)?,
+        launch_fixed: us_to_time(source, "transfer.launch_fixed_us", t.launch_fixed_us)?,
+        ownership_switch_per_rank: us_to_time(
+            source,
+            "transfer.ownership_switch_us_per_rank",
+            t.ownership_switch_us_per_rank,
+        )?,
+        cpu_dpu_bytes_per_s_per_dpu: gb_per_s(
+            source,
+            "transfer.cpu_dpu_gb_per_s_per_dpu",
+            t.cpu_dpu_gb_per_s_per_dpu,
+        )?,
+        cpu_dpu_bytes_per_s_per_rank: gb_per_s(
+            source,
+            "transfer.cpu_dpu_gb_per_s_per_rank",
+            t.cpu_dpu_gb_per_s_per_rank,
+        )?,
+        dpu_cpu_bytes_per_s_per_dpu: gb_per_s(
+            source,
+            "transfer.dpu_cpu_gb_per_s_per_dpu",
+            t.dpu_cpu_gb_per_s_per_dpu,
+        )?,
+        dpu_cpu_bytes_per_s_per_rank: gb_per_s(
+            source,
+            "transfer.dpu_cpu_gb_per_s_per_rank",
+            t.dpu_cpu_gb_per_s_per_rank,
+        )?,
+        broadcast_bytes_per_s_per_rank: gb_per_s(
+            source,
+            "transfer.broadcast_gb_per_s_per_rank",
+            t.broadcast_gb_per_s_per_rank,
+        )?,
+        host_cap_bytes_per_s: gb_per_s(source, "transfer.host_cap_gb_per_s", t.host_cap_gb_per_s)?,
+    })
+}
+
+fn validate_host(h: &RawHost, source: &Source) -> Result<HostParams, InputError> {
+    Ok(HostParams {
+        cpu: h.cpu.clone(),
+        threads: in_range(source, "host.threads", h.threads, 1, 4096)? as u32,
+        route_ps_per_query: ns_to_ps(source, "host.route_ns_per_query", h.route_ns_per_query)?,
+        merge_ps_per_result: ns_to_ps(source, "host.merge_ns_per_result", h.merge_ns_per_result)?,
+        pack_ps_per_byte: ns_to_ps(source, "host.pack_ns_per_byte", h.pack_ns_per_byte)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const TEXT: &str = "name = \"t\"\nranks = 16\ndpus_per_rank = 64\nusable_dpus = 1012\n[dpu]\nmram_size_bytes = 67108864\n";
+    const TEXT: &str = include_str!("../machines/paper-1012.toml");
 
     #[test]
     fn faulty_dpus_are_spread_over_ranks() {
         let m = Machine::from_toml_str("t.toml", TEXT, &[]).unwrap();
+        assert_eq!(
+            m.dpu.dma.latency_cycles(DmaDirection::Read, 2048),
+            77 + 1024
+        );
         assert_eq!(m.dpus, 1012);
         assert_eq!(m.usable_dpus_per_rank.iter().sum::<u32>(), 1012);
         assert!(m.usable_dpus_per_rank.iter().all(|&n| n == 63 || n == 64));

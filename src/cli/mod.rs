@@ -3,6 +3,7 @@
 //! turned into exit codes (2 for bad input).
 
 mod defaults;
+mod microbench;
 mod table;
 
 use crate::config::Override;
@@ -31,6 +32,8 @@ pub struct Cli {
 enum Command {
     /// Partition the data with one partitioner and report data and query imbalance (no timing).
     Partition(PartitionArgs),
+    /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.
+    Microbench(microbench::MicrobenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -66,6 +69,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         None => defaults::run_default(),
         Some(Command::Partition(args)) => partition_command(args),
+        Some(Command::Microbench(args)) => microbench::run(args),
     };
     match result {
         Ok(()) => 0,

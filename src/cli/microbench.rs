@@ -1,0 +1,248 @@
+//! `pimdes microbench NAME`: the PrIM microbenchmarks on the machine model.
+
+use super::write_stdout;
+use crate::config::Override;
+use crate::error::{Error, InputError};
+use crate::machine::Machine;
+use crate::microbench::{self, Record};
+use clap::Args;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// The machine used when `--machine` is absent: PrIM's 2,556-DPU system.
+const DEFAULT_MACHINE: &str = include_str!("../../machines/upmem-2556-350mhz.toml");
+const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2556-350mhz.toml (embedded)";
+
+#[derive(Debug, Args)]
+pub struct MicrobenchArgs {
+    /// Suite: arithmetic, mram, stream, transfer or all.
+    #[arg(value_name = "NAME")]
+    name: String,
+    /// Machine description (TOML). Default: machines/upmem-2556-350mhz.toml, embedded.
+    #[arg(long, value_name = "FILE")]
+    machine: Option<PathBuf>,
+    /// Override a machine key: `machine.dma.read_latency_fixed_cycles=100`. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print one JSON array of records instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
+    let overrides = args
+        .set
+        .iter()
+        .map(|s| Override::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(o) = overrides
+        .iter()
+        .find(|o| o.strip_prefix("machine").is_none())
+    {
+        return Err(InputError::key(
+            format!("--set {}", o.text),
+            &o.key,
+            "microbench takes only machine keys (machine.*)",
+        )
+        .into());
+    }
+    let machine = match &args.machine {
+        Some(path) => Machine::load(path, &overrides)?,
+        None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &overrides)?,
+    };
+    let records = microbench::run(&args.name, &machine).ok_or_else(|| {
+        InputError::plain(
+            "NAME",
+            format!(
+                "unknown microbenchmark `{}`; expected one of: {}",
+                args.name,
+                microbench::SUITES.join(", ")
+            ),
+        )
+    })??;
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&records).expect("records serialise");
+        s.push('\n');
+        s
+    } else {
+        tables(&machine, &records)
+    };
+    write_stdout(&text)
+}
+
+fn tables(machine: &Machine, records: &[Record]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "machine {} ({} DPUs at {} MHz); selected columns, every record with --json",
+        machine.name,
+        machine.dpus,
+        machine.dpu.clock.hz() as f64 / 1e6
+    );
+    let arithmetic: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Arithmetic(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    if !arithmetic.is_empty() {
+        let cols = [1, 2, 4, 8, 11, 12, 16, 24];
+        let _ = writeln!(s, "\narithmetic throughput, MOPS per DPU, by tasklets");
+        let _ = write!(s, "{:<14}", "op type");
+        for c in cols {
+            let _ = write!(s, "{c:>9}");
+        }
+        s.push('\n');
+        for chunk in arithmetic.chunk_by(|a, b| a.op == b.op && a.data_type == b.data_type) {
+            let name = serde_json::to_value((chunk[0].op, chunk[0].data_type)).expect("names");
+            let _ = write!(
+                s,
+                "{:<14}",
+                format!(
+                    "{} {}",
+                    name[0].as_str().unwrap_or(""),
+                    name[1].as_str().unwrap_or("")
+                )
+            );
+            for c in cols {
+                match chunk.iter().find(|a| a.tasklets == c) {
+                    Some(a) => {
+                        let _ = write!(s, "{:>9.2}", a.mops);
+                    }
+                    None => {
+                        let _ = write!(s, "{:>9}", "-");
+                    }
+                }
+            }
+            s.push('\n');
+        }
+    }
+    let mram: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Mram(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    if !mram.is_empty() {
+        let _ = writeln!(s, "\nMRAM <-> WRAM DMA, one tasklet");
+        let _ = writeln!(
+            s,
+            "{:<10}{:>8}{:>16}{:>14}",
+            "direction", "bytes", "latency cycles", "MB/s"
+        );
+        for m in mram {
+            let dir = serde_json::to_value(m.direction).expect("name");
+            let _ = writeln!(
+                s,
+                "{:<10}{:>8}{:>16.1}{:>14.2}",
+                dir.as_str().unwrap_or(""),
+                m.size_bytes,
+                m.latency_cycles,
+                m.bandwidth_mb_per_s
+            );
+        }
+    }
+    let stream: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Stream(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    if !stream.is_empty() {
+        let cols = [1, 2, 4, 8, 11, 16];
+        let _ = writeln!(s, "\nSTREAM, MB/s per DPU, by tasklets");
+        let _ = write!(s, "{:<18}", "kernel memory");
+        for c in cols {
+            let _ = write!(s, "{c:>10}");
+        }
+        s.push('\n');
+        for chunk in stream.chunk_by(|a, b| a.kernel == b.kernel && a.memory == b.memory) {
+            let name = serde_json::to_value((chunk[0].kernel, chunk[0].memory)).expect("names");
+            let _ = write!(
+                s,
+                "{:<18}",
+                format!(
+                    "{} {}",
+                    name[0].as_str().unwrap_or(""),
+                    name[1].as_str().unwrap_or("")
+                )
+            );
+            for c in cols {
+                match chunk.iter().find(|a| a.tasklets == c) {
+                    Some(a) => {
+                        let _ = write!(s, "{:>10.2}", a.bandwidth_mb_per_s);
+                    }
+                    None => {
+                        let _ = write!(s, "{:>10}", "-");
+                    }
+                }
+            }
+            s.push('\n');
+        }
+    }
+    let transfer: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Transfer(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    if !transfer.is_empty() {
+        let mut sizes: Vec<u64> = transfer.iter().map(|t| t.size_per_dpu_bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let _ = writeln!(s, "\nhost <-> DPU transfers, GB/s, by bytes per DPU");
+        let _ = write!(s, "{:<26}", "direction mode DPUs");
+        for size in &sizes {
+            let _ = write!(s, "{:>9}", human_bytes(*size));
+        }
+        s.push('\n');
+        let mut rows: Vec<Vec<&microbench::TransferRecord>> = Vec::new();
+        for t in &transfer {
+            match rows.iter_mut().find(|r| {
+                r[0].direction == t.direction && r[0].mode == t.mode && r[0].dpus == t.dpus
+            }) {
+                Some(r) => r.push(t),
+                None => rows.push(vec![t]),
+            }
+        }
+        for row in rows {
+            let name = serde_json::to_value((row[0].direction, row[0].mode)).expect("names");
+            let _ = write!(
+                s,
+                "{:<26}",
+                format!(
+                    "{} {} {}",
+                    name[0].as_str().unwrap_or(""),
+                    name[1].as_str().unwrap_or(""),
+                    row[0].dpus
+                )
+            );
+            for size in &sizes {
+                match row.iter().find(|t| t.size_per_dpu_bytes == *size) {
+                    Some(t) => {
+                        let _ = write!(s, "{:>9.3}", t.bandwidth_gb_per_s);
+                    }
+                    None => {
+                        let _ = write!(s, "{:>9}", "-");
+                    }
+                }
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+fn human_bytes(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{}M", b >> 20)
+    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+        format!("{}K", b >> 10)
+    } else {
+        format!("{b}")
+    }
+}

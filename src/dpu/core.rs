@@ -1,0 +1,433 @@
+//! The timing state of one DPU during a launch: the revolver pipeline (a fluid
+//! processor-sharing model, exact in integers), the DMA engine, mutexes and barriers, and
+//! the WRAM and MRAM bytes. Tasklet code never touches this directly; it goes through
+//! [`super::Tasklet`].
+//!
+//! # Pipeline model
+//!
+//! With `R` tasklets computing, each progresses at `min(1/I, W/R)` instructions per cycle,
+//! where `I` is `dpu.pipeline.tasklet_issue_interval_cycles` (11) and `W` is
+//! `dpu.pipeline.issue_slots_per_cycle` (1): one tasklet alone issues every 11 cycles; 11 or
+//! more share the one issue slot per cycle round-robin. Progress is tracked as *virtual
+//! work* `V` (work units done by every computing tasklet since the launch began) in units
+//! of `1/S` instruction, with `S = lcm(I, 1..=max_tasklets)`, so every rate is an integer
+//! number of units per cycle and nothing is rounded except a completion time, which is
+//! rounded up to a whole cycle. A compute of `n` instructions started when the virtual work
+//! was `V0` finishes when `V` reaches `V0 + n*S`; one event (`ComputeDone`) is kept for the
+//! earliest such finish and moved whenever `R` changes. This is the round-robin schedule
+//! averaged over a rotation: it gives exactly `11 n` cycles for one tasklet and `R n` cycles
+//! for `R >= 11` tasklets of `n` instructions each.
+//!
+//! # DMA model
+//!
+//! One engine per DPU serves requests first-come first-served. A request issued at `a`
+//! starts at `s = max(a, engine_free)`, keeps the engine busy until
+//! `engine_free = s + occupancy(size)` and completes (the tasklet resumes) at
+//! `s + latency(size)`, with `latency = alpha + beta x size` and
+//! `occupancy = occupancy_fixed + occupancy_per_byte x size <= latency`. One tasklet thus sees
+//! the measured latency curve, and many tasklets saturate at `size / occupancy` bytes per
+//! cycle. Data moves when the request is issued (a kernel must not race on the buffers of
+//! a DMA in flight, as on hardware).
+
+use super::error::{KernelError, SyncKind, TaskletWait};
+use super::mram::Mram;
+use crate::engine::EventQueue;
+use crate::machine::{DmaDirection, DpuParams};
+use std::collections::VecDeque;
+
+/// Upper bound on events of one launch: a kernel that loops forever is stopped, not hung.
+pub const MAX_EVENTS_PER_LAUNCH: u64 = 1 << 40;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Event {
+    /// A tasklet's DMA completed, or it was granted a mutex or released from a barrier.
+    Wake(u32),
+    /// The earliest computing tasklet(s) finished their instructions.
+    ComputeDone,
+}
+
+/// A blocking request from a tasklet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Request {
+    Compute(u64),
+    Dma {
+        direction: DmaDirection,
+        mram_addr: u64,
+        wram_addr: u32,
+        size_bytes: u32,
+    },
+    Lock(u32),
+    Unlock(u32),
+    Barrier(u32),
+}
+
+/// What a tasklet does now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    Computing,
+    Dma,
+    Mutex(u32),
+    Barrier(u32),
+    Finished,
+}
+
+/// Counters of one launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LaunchStats {
+    pub instructions: u64,
+    pub dma_reads: u64,
+    pub dma_writes: u64,
+    pub dma_read_bytes: u64,
+    pub dma_write_bytes: u64,
+    /// Cycles the DMA engine was busy (sum of occupancies).
+    pub dma_busy_cycles: u64,
+    /// Events popped from the DPU's queue (DMA completions, compute completions, wake-ups).
+    pub events: u64,
+}
+
+pub(crate) struct Core {
+    pub(crate) params: DpuParams,
+    pub(crate) dpu: u32,
+    pub(crate) tasklets: u32,
+    pub(crate) now: u64,
+    pub(crate) queue: EventQueue<Event, u64>,
+    // Pipeline (fluid round-robin).
+    scale: u128,
+    virtual_work: u128,
+    virtual_at: u64,
+    computing: Vec<(u128, u32)>,
+    // DMA engine.
+    dma_free_at: u64,
+    // Synchronisation.
+    mutex_owner: Vec<Option<u32>>,
+    mutex_waiters: Vec<VecDeque<u32>>,
+    barrier_arrived: Vec<Vec<u32>>,
+    state: Vec<State>,
+    /// Set by the executor just before it polls a tasklet whose wait ended.
+    pub(crate) woken: Vec<bool>,
+    pub(crate) finish_cycle: Vec<u64>,
+    pub(crate) wram: Vec<u8>,
+    pub(crate) heap_next: u64,
+    pub(crate) mram: Mram,
+    pub(crate) stats: LaunchStats,
+}
+
+fn gcd(a: u128, b: u128) -> u128 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl Core {
+    pub(crate) fn new(params: &DpuParams, dpu: u32, tasklets: u32, mram: Mram) -> Core {
+        let mut scale = params.tasklet_issue_interval_cycles as u128;
+        for r in 1..=params.max_tasklets as u128 {
+            scale = scale / gcd(scale, r) * r;
+        }
+        let atomics = params.atomic_bits as usize;
+        let stacks = tasklets as u64 * params.stack_bytes_per_tasklet as u64;
+        Core {
+            params: params.clone(),
+            dpu,
+            tasklets,
+            now: 0,
+            // At most one pending wake per tasklet plus the compute event.
+            queue: EventQueue::new(tasklets as usize + 1),
+            scale,
+            virtual_work: 0,
+            virtual_at: 0,
+            computing: Vec::with_capacity(tasklets as usize),
+            dma_free_at: 0,
+            mutex_owner: vec![None; atomics],
+            mutex_waiters: vec![VecDeque::new(); atomics],
+            barrier_arrived: vec![Vec::new(); atomics],
+            state: vec![State::Running; tasklets as usize],
+            woken: vec![false; tasklets as usize],
+            finish_cycle: vec![0; tasklets as usize],
+            wram: vec![0; params.wram_size_bytes as usize],
+            heap_next: stacks,
+            mram,
+            stats: LaunchStats::default(),
+        }
+    }
+
+    /// Work units per cycle of each computing tasklet when `r` compute.
+    fn rate(&self, r: usize) -> u128 {
+        let per_tasklet_cap = self.scale / self.params.tasklet_issue_interval_cycles as u128;
+        let shared = self.scale * self.params.issue_slots_per_cycle as u128 / r as u128;
+        per_tasklet_cap.min(shared)
+    }
+
+    /// Brings the virtual work up to `now` at the rate of the current computing set.
+    fn advance(&mut self) {
+        if !self.computing.is_empty() {
+            let dt = (self.now - self.virtual_at) as u128;
+            self.virtual_work += dt * self.rate(self.computing.len());
+        }
+        self.virtual_at = self.now;
+    }
+
+    /// Moves the `ComputeDone` event to the earliest finish of the computing set.
+    fn reschedule_compute(&mut self) -> Result<(), KernelError> {
+        match self.computing.iter().map(|&(f, _)| f).min() {
+            None => {
+                self.queue.cancel(&Event::ComputeDone);
+            }
+            Some(first) => {
+                let left = first.saturating_sub(self.virtual_work);
+                let dt = left.div_ceil(self.rate(self.computing.len()));
+                let dt = u64::try_from(dt).expect("compute time fits u64 cycles");
+                self.queue.schedule(Event::ComputeDone, self.now + dt)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_compute(&mut self, tasklet: u32, instructions: u64) -> Result<bool, KernelError> {
+        self.stats.instructions += instructions;
+        if instructions == 0 {
+            return Ok(true);
+        }
+        self.advance();
+        let finish = self.virtual_work + instructions as u128 * self.scale;
+        self.computing.push((finish, tasklet));
+        self.state[tasklet as usize] = State::Computing;
+        self.reschedule_compute()?;
+        Ok(false)
+    }
+
+    /// Handles a `ComputeDone` event: returns the tasklets that finished, in the order
+    /// (finish, tasklet id).
+    pub(crate) fn finish_computes(&mut self) -> Result<Vec<u32>, KernelError> {
+        self.advance();
+        let v = self.virtual_work;
+        let mut done: Vec<(u128, u32)> = Vec::new();
+        self.computing.retain(|&(f, t)| {
+            if f <= v {
+                done.push((f, t));
+                false
+            } else {
+                true
+            }
+        });
+        done.sort_unstable();
+        self.reschedule_compute()?;
+        for &(_, t) in &done {
+            self.state[t as usize] = State::Running;
+        }
+        Ok(done.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// Lets a tasklet whose wait ended (mutex granted, barrier released) go on, paying the
+    /// operation's instructions first.
+    fn grant(&mut self, tasklet: u32, instructions: u64) -> Result<bool, KernelError> {
+        self.state[tasklet as usize] = State::Running;
+        self.start_compute(tasklet, instructions)
+    }
+
+    fn wake_now(&mut self, tasklet: u32, instructions: u64) -> Result<(), KernelError> {
+        if self.grant(tasklet, instructions)? {
+            self.queue.schedule(Event::Wake(tasklet), self.now)?;
+        }
+        Ok(())
+    }
+
+    fn check_sync_id(&self, tasklet: u32, kind: SyncKind, id: u32) -> Result<(), KernelError> {
+        if id >= self.params.atomic_bits {
+            return Err(KernelError::SyncId {
+                tasklet,
+                kind,
+                id,
+                limit: self.params.atomic_bits,
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts a tasklet's request. `Ok(true)`: done already, the tasklet goes on;
+    /// `Ok(false)`: it blocks until the executor wakes it.
+    pub(crate) fn issue(&mut self, tasklet: u32, request: Request) -> Result<bool, KernelError> {
+        if self.state[tasklet as usize] != State::Running {
+            return Err(KernelError::AlreadyWaiting { tasklet });
+        }
+        match request {
+            Request::Compute(n) => self.start_compute(tasklet, n),
+            Request::Dma {
+                direction,
+                mram_addr,
+                wram_addr,
+                size_bytes,
+            } => self.start_dma(tasklet, direction, mram_addr, wram_addr, size_bytes),
+            Request::Lock(id) => {
+                self.check_sync_id(tasklet, SyncKind::Mutex, id)?;
+                let cost = self.params.costs.mutex_lock;
+                match self.mutex_owner[id as usize] {
+                    None => {
+                        self.mutex_owner[id as usize] = Some(tasklet);
+                        self.grant(tasklet, cost)
+                    }
+                    Some(_) => {
+                        self.mutex_waiters[id as usize].push_back(tasklet);
+                        self.state[tasklet as usize] = State::Mutex(id);
+                        Ok(false)
+                    }
+                }
+            }
+            Request::Unlock(id) => {
+                self.check_sync_id(tasklet, SyncKind::Mutex, id)?;
+                let holder = self.mutex_owner[id as usize];
+                if holder != Some(tasklet) {
+                    return Err(KernelError::MutexNotHeld {
+                        tasklet,
+                        id,
+                        holder,
+                    });
+                }
+                // Hand the mutex to the longest waiter (FIFO; see docs/machine-model.md).
+                let next = self.mutex_waiters[id as usize].pop_front();
+                self.mutex_owner[id as usize] = next;
+                if let Some(w) = next {
+                    self.wake_now(w, self.params.costs.mutex_lock)?;
+                }
+                self.start_compute(tasklet, self.params.costs.mutex_unlock)
+            }
+            Request::Barrier(id) => {
+                self.check_sync_id(tasklet, SyncKind::Barrier, id)?;
+                let cost = self.params.costs.barrier_wait;
+                self.barrier_arrived[id as usize].push(tasklet);
+                if self.barrier_arrived[id as usize].len() < self.tasklets as usize {
+                    self.state[tasklet as usize] = State::Barrier(id);
+                    return Ok(false);
+                }
+                let arrived = std::mem::take(&mut self.barrier_arrived[id as usize]);
+                for &w in arrived.iter().filter(|&&w| w != tasklet) {
+                    self.wake_now(w, cost)?;
+                }
+                self.grant(tasklet, cost)
+            }
+        }
+    }
+
+    fn start_dma(
+        &mut self,
+        tasklet: u32,
+        direction: DmaDirection,
+        mram_addr: u64,
+        wram_addr: u32,
+        size_bytes: u32,
+    ) -> Result<bool, KernelError> {
+        let d = &self.params.dma;
+        if size_bytes < d.min_size_bytes
+            || size_bytes > d.max_size_bytes
+            || size_bytes % d.alignment_bytes != 0
+        {
+            return Err(KernelError::DmaSize {
+                tasklet,
+                direction,
+                size_bytes,
+                min: d.min_size_bytes,
+                max: d.max_size_bytes,
+                multiple: d.alignment_bytes,
+            });
+        }
+        if mram_addr % d.alignment_bytes as u64 != 0 || wram_addr % d.alignment_bytes != 0 {
+            return Err(KernelError::DmaAlignment {
+                tasklet,
+                direction,
+                mram_addr,
+                wram_addr,
+                alignment: d.alignment_bytes,
+            });
+        }
+        if !self.mram.contains(mram_addr, size_bytes as u64) {
+            return Err(KernelError::MramOutOfRange {
+                tasklet,
+                addr: mram_addr,
+                size_bytes: size_bytes as u64,
+                mram_size_bytes: self.mram.size_bytes(),
+            });
+        }
+        let range = self.wram_range(tasklet, wram_addr as u64, size_bytes as u64)?;
+        match direction {
+            DmaDirection::Read => {
+                self.mram.read(mram_addr, &mut self.wram[range]);
+                self.stats.dma_reads += 1;
+                self.stats.dma_read_bytes += size_bytes as u64;
+            }
+            DmaDirection::Write => {
+                self.mram.write(mram_addr, &self.wram[range]);
+                self.stats.dma_writes += 1;
+                self.stats.dma_write_bytes += size_bytes as u64;
+            }
+        }
+        let d = &self.params.dma;
+        let start = self.now.max(self.dma_free_at);
+        let occupancy = d.occupancy_cycles(size_bytes);
+        self.dma_free_at = start + occupancy;
+        self.stats.dma_busy_cycles += occupancy;
+        let done = start + d.latency_cycles(direction, size_bytes);
+        self.state[tasklet as usize] = State::Dma;
+        self.queue.schedule(Event::Wake(tasklet), done)?;
+        Ok(false)
+    }
+
+    /// The WRAM byte range of an access, or an error.
+    pub(crate) fn wram_range(
+        &self,
+        tasklet: u32,
+        addr: u64,
+        size: u64,
+    ) -> Result<std::ops::Range<usize>, KernelError> {
+        let end = addr
+            .checked_add(size)
+            .filter(|&e| e <= self.wram.len() as u64);
+        match end {
+            Some(end) => Ok(addr as usize..end as usize),
+            None => Err(KernelError::WramOutOfRange {
+                tasklet,
+                addr,
+                size_bytes: size,
+                wram_size_bytes: self.params.wram_size_bytes,
+            }),
+        }
+    }
+
+    /// Marks a tasklet whose wait ended as running (DMA completions and grants).
+    pub(crate) fn resume(&mut self, tasklet: u32) {
+        let s = &mut self.state[tasklet as usize];
+        if *s == State::Dma {
+            *s = State::Running;
+        }
+        self.woken[tasklet as usize] = true;
+    }
+
+    pub(crate) fn finish(&mut self, tasklet: u32) {
+        self.state[tasklet as usize] = State::Finished;
+        self.finish_cycle[tasklet as usize] = self.now;
+    }
+
+    pub(crate) fn is_finished(&self, tasklet: u32) -> bool {
+        self.state[tasklet as usize] == State::Finished
+    }
+
+    /// What each tasklet waits on, for a deadlock report.
+    pub(crate) fn waits(&self) -> Vec<TaskletWait> {
+        self.state
+            .iter()
+            .map(|s| match *s {
+                State::Running => TaskletWait::Running,
+                State::Computing => TaskletWait::Computing,
+                State::Dma => TaskletWait::Dma,
+                State::Mutex(id) => TaskletWait::Mutex {
+                    id,
+                    holder: self.mutex_owner[id as usize],
+                },
+                State::Barrier(id) => TaskletWait::Barrier {
+                    id,
+                    arrived: self.barrier_arrived[id as usize].len() as u32,
+                    expected: self.tasklets,
+                },
+                State::Finished => TaskletWait::Finished,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,179 @@
+//! [`KernelError`]: everything that can go wrong while a DPU runs a kernel. Every variant
+//! stops the launch (the DPU's state is then undefined, as on hardware after a fault) and
+//! names the tasklet and the values involved.
+
+use crate::engine::QueueFull;
+use crate::machine::DmaDirection;
+use std::fmt;
+
+/// What a tasklet was doing when a launch stopped (for deadlock reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskletWait {
+    /// Not waiting on a pimdes operation (it awaited some other future).
+    Running,
+    Computing,
+    Dma,
+    /// Waiting for a mutex held by `holder`.
+    Mutex {
+        id: u32,
+        holder: Option<u32>,
+    },
+    /// Waiting at a barrier that `arrived` of `expected` tasklets reached.
+    Barrier {
+        id: u32,
+        arrived: u32,
+        expected: u32,
+    },
+    Finished,
+}
+
+impl fmt::Display for TaskletWait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskletWait::Running => write!(f, "awaits a future that is not a pimdes operation"),
+            TaskletWait::Computing => write!(f, "computing"),
+            TaskletWait::Dma => write!(f, "waiting for a DMA"),
+            TaskletWait::Mutex {
+                id,
+                holder: Some(h),
+            } => {
+                write!(f, "waits for mutex {id}, held by tasklet {h}")
+            }
+            TaskletWait::Mutex { id, holder: None } => write!(f, "waits for mutex {id}"),
+            TaskletWait::Barrier {
+                id,
+                arrived,
+                expected,
+            } => write!(f, "waits at barrier {id} ({arrived} of {expected} arrived)"),
+            TaskletWait::Finished => write!(f, "finished"),
+        }
+    }
+}
+
+/// Which kind of synchronisation object an id names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    Mutex,
+    Barrier,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    #[error("{requested} tasklets requested; the DPU runs 1 to {max} (dpu.max_tasklets)")]
+    TooManyTasklets { requested: u32, max: u32 },
+
+    #[error("the kernel needs {instructions} instructions of IRAM; the DPU has {capacity}")]
+    IramOverflow { instructions: u32, capacity: u32 },
+
+    #[error(
+        "WRAM overflow: {what} needs {requested_bytes} bytes but only {available_bytes} are left of {wram_size_bytes}"
+    )]
+    WramOverflow {
+        what: String,
+        requested_bytes: u64,
+        available_bytes: u64,
+        wram_size_bytes: u32,
+    },
+
+    #[error(
+        "tasklet {tasklet}: mram_{direction:?} of {size_bytes} bytes: the size must be a multiple of {multiple} between {min} and {max}"
+    )]
+    DmaSize {
+        tasklet: u32,
+        direction: DmaDirection,
+        size_bytes: u32,
+        min: u32,
+        max: u32,
+        multiple: u32,
+    },
+
+    #[error(
+        "tasklet {tasklet}: mram_{direction:?} with MRAM address {mram_addr:#x} and WRAM address {wram_addr:#x}: both must be {alignment}-byte aligned"
+    )]
+    DmaAlignment {
+        tasklet: u32,
+        direction: DmaDirection,
+        mram_addr: u64,
+        wram_addr: u32,
+        alignment: u32,
+    },
+
+    #[error(
+        "tasklet {tasklet}: MRAM access of {size_bytes} bytes at {addr:#x} ends beyond the {mram_size_bytes}-byte MRAM"
+    )]
+    MramOutOfRange {
+        tasklet: u32,
+        addr: u64,
+        size_bytes: u64,
+        mram_size_bytes: u64,
+    },
+
+    #[error(
+        "tasklet {tasklet}: WRAM access of {size_bytes} bytes at {addr:#x} ends beyond the {wram_size_bytes}-byte WRAM"
+    )]
+    WramOutOfRange {
+        tasklet: u32,
+        addr: u64,
+        size_bytes: u64,
+        wram_size_bytes: u32,
+    },
+
+    #[error(
+        "tasklet {tasklet}: WRAM access of {size_bytes} bytes at {addr:#x} is not {size_bytes}-byte aligned"
+    )]
+    WramMisaligned {
+        tasklet: u32,
+        addr: u32,
+        size_bytes: u32,
+    },
+
+    #[error("tasklet {tasklet}: {kind:?} id {id} is not below the DPU's {limit} atomic bits")]
+    SyncId {
+        tasklet: u32,
+        kind: SyncKind,
+        id: u32,
+        limit: u32,
+    },
+
+    #[error("tasklet {tasklet}: unlocks mutex {id}, which it does not hold (holder: {holder:?})")]
+    MutexNotHeld {
+        tasklet: u32,
+        id: u32,
+        holder: Option<u32>,
+    },
+
+    #[error(
+        "tasklet {tasklet}: started an operation while another was still pending (await each operation before the next)"
+    )]
+    AlreadyWaiting { tasklet: u32 },
+
+    #[error("deadlock at cycle {cycle}: every unfinished tasklet is blocked; {}", format_waits(.waits))]
+    Deadlock { cycle: u64, waits: Vec<TaskletWait> },
+
+    #[error("the launch exceeded {limit} events; the kernel probably loops forever")]
+    EventLimit { limit: u64 },
+
+    #[error("{0}")]
+    Queue(#[from] QueueFull),
+
+    /// A failure the kernel itself reports (for example a result that fails a check).
+    #[error("tasklet {tasklet}: {reason}")]
+    Kernel { tasklet: u32, reason: String },
+}
+
+fn format_waits(waits: &[TaskletWait]) -> String {
+    waits
+        .iter()
+        .enumerate()
+        .map(|(t, w)| format!("tasklet {t} {w}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A kernel error on one DPU of a system.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("DPU {dpu}: {error}")]
+pub struct LaunchError {
+    pub dpu: u32,
+    pub error: KernelError,
+}

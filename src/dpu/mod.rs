@@ -1,0 +1,327 @@
+//! One UPMEM DPU: its MRAM ([`Mram`]), and [`Dpu::launch`], which runs a [`Kernel`]'s
+//! tasklets under the timing model of [`core`] (revolver pipeline, DMA engine, mutexes,
+//! barriers) on real bytes in WRAM and MRAM.
+//!
+//! A kernel is an `async` tasklet body that reads like the DPU C code it stands for:
+//!
+//! ```
+//! use pimdes::dpu::{Dpu, Kernel, KernelError, Op, Tasklet};
+//! # let machine = pimdes::machine::Machine::from_toml_str(
+//! #     "m.toml", include_str!("../../machines/upmem-2556-350mhz.toml"), &[]).unwrap();
+//!
+//! /// Adds 1 to every 64-bit word of an MRAM array, blocks of 256 words per tasklet in turn.
+//! struct Increment { words: u64 }
+//!
+//! impl Kernel for Increment {
+//!     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+//!         const BLOCK: u32 = 2048;
+//!         let buf = t.mem_alloc(BLOCK)?;
+//!         let mut words = vec![0u64; (BLOCK / 8) as usize];
+//!         let mut block = t.id() as u64;
+//!         while block * (BLOCK as u64 / 8) < self.words {
+//!             let addr = block * BLOCK as u64;
+//!             t.mram_read(addr, buf, BLOCK).await?;
+//!             t.wram_read_u64s(buf, &mut words)?;
+//!             for w in &mut words { *w += 1; }
+//!             t.wram_write_u64s(buf, &words)?;
+//!             // Per word: load, 64-bit add, store, loop overhead.
+//!             let per_word = 2 * t.cost(Op::WramAccess) + t.cost(Op::AddI64) + t.cost(Op::LoopIteration);
+//!             t.compute(per_word * words.len() as u64).await?;
+//!             t.mram_write(buf, addr, BLOCK).await?;
+//!             block += t.tasklets() as u64;
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let mut dpu = Dpu::new(&machine.dpu, 0);
+//! dpu.mram_mut().write_u64s(0, &vec![41; 4096]);
+//! let report = dpu.launch(&Increment { words: 4096 }, 16).unwrap();
+//! assert_eq!(dpu.mram().read_u64s(0, 4096), vec![42; 4096]);
+//! assert!(report.cycles > 0);
+//! ```
+
+mod core;
+mod error;
+mod mram;
+mod tasklet;
+
+pub use self::core::{LaunchStats, MAX_EVENTS_PER_LAUNCH};
+pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
+pub use mram::Mram;
+pub use tasklet::{Tasklet, Wait};
+
+use self::core::{Core, Event};
+use crate::engine::{Cycles, Time};
+use crate::machine::{DpuParams, InstructionCosts};
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// An operation of the instruction-cost table (`[dpu.instructions]` of the machine file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// 32-bit logic, compare or branch.
+    Alu,
+    /// One WRAM load or store.
+    WramAccess,
+    /// The overhead of one iteration of a simple loop (index, address, compare-and-branch).
+    LoopIteration,
+    AddI32,
+    SubI32,
+    MulI32,
+    DivI32,
+    AddI64,
+    SubI64,
+    MulI64,
+    DivI64,
+    AddF32,
+    SubF32,
+    MulF32,
+    DivF32,
+    AddF64,
+    SubF64,
+    MulF64,
+    DivF64,
+}
+
+impl Op {
+    /// Instructions of one such operation under `costs`.
+    pub fn cost(self, costs: &InstructionCosts) -> u64 {
+        match self {
+            Op::Alu => costs.alu,
+            Op::WramAccess => costs.wram_access,
+            Op::LoopIteration => costs.loop_iteration,
+            Op::AddI32 => costs.add_i32,
+            Op::SubI32 => costs.sub_i32,
+            Op::MulI32 => costs.mul_i32,
+            Op::DivI32 => costs.div_i32,
+            Op::AddI64 => costs.add_i64,
+            Op::SubI64 => costs.sub_i64,
+            Op::MulI64 => costs.mul_i64,
+            Op::DivI64 => costs.div_i64,
+            Op::AddF32 => costs.add_f32,
+            Op::SubF32 => costs.sub_f32,
+            Op::MulF32 => costs.mul_f32,
+            Op::DivF32 => costs.div_f32,
+            Op::AddF64 => costs.add_f64,
+            Op::SubF64 => costs.sub_f64,
+            Op::MulF64 => costs.mul_f64,
+            Op::DivF64 => costs.div_f64,
+        }
+    }
+}
+
+/// A DPU program: the body every tasklet runs (the SDK's `main`), plus its IRAM footprint.
+///
+/// Implement it with `async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError>`.
+/// Per-DPU arguments live in the kernel value (index them with [`Tasklet::dpu`]).
+pub trait Kernel: Sync {
+    /// Instructions the program occupies in IRAM; a launch fails if the DPU has fewer.
+    fn iram_instructions(&self) -> u32 {
+        256
+    }
+
+    /// The body of tasklet `t`.
+    fn tasklet(&self, t: &Tasklet) -> impl Future<Output = Result<(), KernelError>>;
+}
+
+/// What one launch cost on one DPU.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LaunchReport {
+    /// Cycles from launch to the last tasklet's end.
+    pub cycles: u64,
+    /// The cycle at which each tasklet ended.
+    pub tasklet_cycles: Vec<u64>,
+    #[serde(flatten)]
+    pub stats: LaunchStats,
+}
+
+/// One DPU: identity, parameters and the MRAM contents that persist across launches.
+#[derive(Debug, Clone)]
+pub struct Dpu {
+    params: DpuParams,
+    index: u32,
+    mram: Mram,
+}
+
+impl Dpu {
+    pub fn new(params: &DpuParams, index: u32) -> Dpu {
+        Dpu {
+            params: params.clone(),
+            index,
+            mram: Mram::new(params.mram_size_bytes),
+        }
+    }
+
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    pub fn params(&self) -> &DpuParams {
+        &self.params
+    }
+
+    /// The MRAM, for host-side reads (functional; transfer timing is [`crate::host`]'s).
+    pub fn mram(&self) -> &Mram {
+        &self.mram
+    }
+
+    pub fn mram_mut(&mut self) -> &mut Mram {
+        &mut self.mram
+    }
+
+    /// The simulated duration of `report` on this DPU's clock.
+    pub fn duration(&self, report: &LaunchReport) -> Time {
+        self.params.clock.to_time(Cycles(report.cycles))
+    }
+
+    /// Runs `kernel` on `tasklets` tasklets until every tasklet returns. Deterministic: the
+    /// same kernel, tasklet count and MRAM contents give the same report and MRAM.
+    ///
+    /// Tasklets start at cycle 0 in id order; afterwards they run when the model wakes them
+    /// (events in time order, FIFO among equal times). A tasklet runs its Rust code
+    /// between two awaits in zero simulated time; the instructions it stands for are what
+    /// it charges with [`Tasklet::compute`] and [`Tasklet::op`].
+    pub fn launch<K: Kernel>(
+        &mut self,
+        kernel: &K,
+        tasklets: u32,
+    ) -> Result<LaunchReport, KernelError> {
+        let p = &self.params;
+        if tasklets == 0 || tasklets > p.max_tasklets {
+            return Err(KernelError::TooManyTasklets {
+                requested: tasklets,
+                max: p.max_tasklets,
+            });
+        }
+        if kernel.iram_instructions() > p.iram_instructions {
+            return Err(KernelError::IramOverflow {
+                instructions: kernel.iram_instructions(),
+                capacity: p.iram_instructions,
+            });
+        }
+        let stacks = tasklets as u64 * p.stack_bytes_per_tasklet as u64;
+        if stacks > p.wram_size_bytes as u64 {
+            return Err(KernelError::WramOverflow {
+                what: format!(
+                    "the stacks of {tasklets} tasklets ({} bytes each)",
+                    p.stack_bytes_per_tasklet
+                ),
+                requested_bytes: stacks,
+                available_bytes: p.wram_size_bytes as u64,
+                wram_size_bytes: p.wram_size_bytes,
+            });
+        }
+        let mram = std::mem::take(&mut self.mram);
+        let core = Rc::new(RefCell::new(Core::new(p, self.index, tasklets, mram)));
+        let result = run(kernel, &core, tasklets);
+        let core = Rc::into_inner(core).expect("every tasklet future is dropped by now");
+        let core = core.into_inner();
+        self.mram = core.mram;
+        let (cycles, stats, finish) = result?;
+        Ok(LaunchReport {
+            cycles,
+            tasklet_cycles: finish,
+            stats,
+        })
+    }
+}
+
+type TaskletFuture<'k> = Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'k>>;
+
+/// The deterministic single-threaded executor of one launch.
+fn run<K: Kernel>(
+    kernel: &K,
+    core: &Rc<RefCell<Core>>,
+    tasklets: u32,
+) -> Result<(u64, LaunchStats, Vec<u64>), KernelError> {
+    let dpu = core.borrow().dpu;
+    let handles: Vec<Tasklet> = (0..tasklets)
+        .map(|id| Tasklet {
+            core: Rc::clone(core),
+            id,
+            tasklets,
+            dpu,
+        })
+        .collect();
+    let mut futures: Vec<Option<TaskletFuture<'_>>> = handles
+        .iter()
+        .map(|t| Some(Box::pin(kernel.tasklet(t)) as TaskletFuture<'_>))
+        .collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut poll =
+        |t: u32, futures: &mut Vec<Option<TaskletFuture<'_>>>| -> Result<(), KernelError> {
+            let slot = &mut futures[t as usize];
+            let Some(future) = slot.as_mut() else {
+                return Ok(());
+            };
+            match future.as_mut().poll(&mut cx) {
+                Poll::Pending => Ok(()),
+                Poll::Ready(result) => {
+                    *slot = None;
+                    core.borrow_mut().finish(t);
+                    result
+                }
+            }
+        };
+    for t in 0..tasklets {
+        poll(t, &mut futures)?;
+    }
+    let mut events = 0u64;
+    loop {
+        let next = core.borrow_mut().queue.pop();
+        let Some((time, event)) = next else { break };
+        events += 1;
+        if events > MAX_EVENTS_PER_LAUNCH {
+            return Err(KernelError::EventLimit {
+                limit: MAX_EVENTS_PER_LAUNCH,
+            });
+        }
+        let woken = {
+            let mut c = core.borrow_mut();
+            debug_assert!(time >= c.now, "time went backwards");
+            c.now = time;
+            match event {
+                Event::Wake(t) => {
+                    c.resume(t);
+                    Wake::One(t)
+                }
+                Event::ComputeDone => {
+                    let done = c.finish_computes()?;
+                    for &t in &done {
+                        c.resume(t);
+                    }
+                    Wake::Many(done)
+                }
+            }
+        };
+        match woken {
+            Wake::One(t) => poll(t, &mut futures)?,
+            Wake::Many(ts) => {
+                for t in ts {
+                    poll(t, &mut futures)?;
+                }
+            }
+        }
+    }
+    drop(futures);
+    drop(handles);
+    let mut c = core.borrow_mut();
+    if (0..tasklets).any(|t| !c.is_finished(t)) {
+        return Err(KernelError::Deadlock {
+            cycle: c.now,
+            waits: c.waits(),
+        });
+    }
+    c.stats.events = events;
+    let cycles = c.finish_cycle.iter().copied().max().unwrap_or(0);
+    Ok((cycles, c.stats.clone(), c.finish_cycle.clone()))
+}
+
+enum Wake {
+    One(u32),
+    Many(Vec<u32>),
+}

@@ -1,0 +1,242 @@
+//! [`Tasklet`]: what a kernel's tasklet body sees — the DPU C API, as `async` methods.
+//!
+//! Every method that takes simulated time returns a future to `.await`; it completes when
+//! the model says the operation is done, while the other tasklets run. Data accessors
+//! (WRAM reads and writes, `mem_alloc`) take no time by themselves: charge the instructions
+//! of the code you stand for with [`Tasklet::compute`] or [`Tasklet::op`].
+
+use super::Op;
+use super::core::{Core, Request};
+use super::error::KernelError;
+use crate::machine::DmaDirection;
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+/// One tasklet's handle on its DPU (`me()`, `NR_TASKLETS`, DMA, WRAM, mutexes, barriers).
+pub struct Tasklet {
+    pub(crate) core: Rc<RefCell<Core>>,
+    pub(crate) id: u32,
+    pub(crate) tasklets: u32,
+    pub(crate) dpu: u32,
+}
+
+/// A pending operation of a tasklet; resolves when the model completes it.
+#[must_use = "an operation does nothing until it is awaited"]
+pub struct Wait<'a> {
+    tasklet: &'a Tasklet,
+    request: Option<Request>,
+}
+
+impl Future for Wait<'_> {
+    type Output = Result<(), KernelError>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut core = this.tasklet.core.borrow_mut();
+        match this.request.take() {
+            Some(request) => match core.issue(this.tasklet.id, request) {
+                Ok(true) => Poll::Ready(Ok(())),
+                Ok(false) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            },
+            None => {
+                let woken = &mut core.woken[this.tasklet.id as usize];
+                if std::mem::take(woken) {
+                    Poll::Ready(Ok(()))
+                } else {
+                    Poll::Pending
+                }
+            }
+        }
+    }
+}
+
+impl Tasklet {
+    fn wait(&self, request: Request) -> Wait<'_> {
+        Wait {
+            tasklet: self,
+            request: Some(request),
+        }
+    }
+
+    /// This tasklet's id, `0..tasklets()` (the SDK's `me()`).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Tasklets of this launch (the SDK's `NR_TASKLETS`).
+    pub fn tasklets(&self) -> u32 {
+        self.tasklets
+    }
+
+    /// Global index of the DPU this tasklet runs on.
+    pub fn dpu(&self) -> u32 {
+        self.dpu
+    }
+
+    /// The current cycle of this DPU (the SDK's `perfcounter_get()`).
+    pub fn cycle(&self) -> u64 {
+        self.core.borrow().now
+    }
+
+    /// Executes `instructions` instructions under the revolver pipeline.
+    pub fn compute(&self, instructions: u64) -> Wait<'_> {
+        self.wait(Request::Compute(instructions))
+    }
+
+    /// Executes `count` operations `op`, at the machine's instruction cost of `op`.
+    pub fn op(&self, op: Op, count: u64) -> Wait<'_> {
+        let per_op = op.cost(&self.core.borrow().params.costs);
+        self.wait(Request::Compute(per_op.saturating_mul(count)))
+    }
+
+    /// Instructions of one `op` on this machine (to sum a basic block's cost).
+    pub fn cost(&self, op: Op) -> u64 {
+        op.cost(&self.core.borrow().params.costs)
+    }
+
+    /// `mram_read(from, to, size)`: copies `size_bytes` from MRAM to WRAM; blocks this
+    /// tasklet for the DMA's latency.
+    pub fn mram_read(&self, mram_addr: u64, wram_addr: u32, size_bytes: u32) -> Wait<'_> {
+        self.wait(Request::Dma {
+            direction: DmaDirection::Read,
+            mram_addr,
+            wram_addr,
+            size_bytes,
+        })
+    }
+
+    /// `mram_write(from, to, size)`: copies `size_bytes` from WRAM to MRAM.
+    pub fn mram_write(&self, wram_addr: u32, mram_addr: u64, size_bytes: u32) -> Wait<'_> {
+        self.wait(Request::Dma {
+            direction: DmaDirection::Write,
+            mram_addr,
+            wram_addr,
+            size_bytes,
+        })
+    }
+
+    /// `mutex_lock(id)`: blocks until this tasklet holds mutex `id` (FIFO hand-over).
+    pub fn mutex_lock(&self, id: u32) -> Wait<'_> {
+        self.wait(Request::Lock(id))
+    }
+
+    /// `mutex_unlock(id)`: releases mutex `id`, which this tasklet must hold.
+    pub fn mutex_unlock(&self, id: u32) -> Wait<'_> {
+        self.wait(Request::Unlock(id))
+    }
+
+    /// `barrier_wait(id)`: blocks until every tasklet of the launch reached barrier `id`.
+    pub fn barrier_wait(&self, id: u32) -> Wait<'_> {
+        self.wait(Request::Barrier(id))
+    }
+
+    /// `mem_alloc(size)`: reserves `size_bytes` of WRAM heap (8-byte aligned, shared by all
+    /// tasklets, never freed during the launch); returns its WRAM address.
+    pub fn mem_alloc(&self, size_bytes: u32) -> Result<u32, KernelError> {
+        let mut core = self.core.borrow_mut();
+        let start = core.heap_next.next_multiple_of(8);
+        let wram = core.params.wram_size_bytes;
+        let end = start + size_bytes as u64;
+        if end > wram as u64 {
+            return Err(KernelError::WramOverflow {
+                what: format!("tasklet {}: mem_alloc({size_bytes})", self.id),
+                requested_bytes: size_bytes as u64,
+                available_bytes: (wram as u64).saturating_sub(start),
+                wram_size_bytes: wram,
+            });
+        }
+        core.heap_next = end;
+        Ok(start as u32)
+    }
+
+    fn checked<const N: usize>(&self, core: &Core, addr: u32) -> Result<usize, KernelError> {
+        if addr as usize % N != 0 {
+            return Err(KernelError::WramMisaligned {
+                tasklet: self.id,
+                addr,
+                size_bytes: N as u32,
+            });
+        }
+        Ok(core.wram_range(self.id, addr as u64, N as u64)?.start)
+    }
+
+    /// Loads the 64-bit word at WRAM `addr` (8-byte aligned).
+    pub fn wram_read_u64(&self, addr: u32) -> Result<u64, KernelError> {
+        let core = self.core.borrow();
+        let at = self.checked::<8>(&core, addr)?;
+        Ok(u64::from_le_bytes(
+            core.wram[at..at + 8].try_into().expect("8 bytes"),
+        ))
+    }
+
+    /// Stores a 64-bit word at WRAM `addr` (8-byte aligned).
+    pub fn wram_write_u64(&self, addr: u32, value: u64) -> Result<(), KernelError> {
+        let mut core = self.core.borrow_mut();
+        let at = self.checked::<8>(&core, addr)?;
+        core.wram[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+
+    /// Loads the 32-bit word at WRAM `addr` (4-byte aligned).
+    pub fn wram_read_u32(&self, addr: u32) -> Result<u32, KernelError> {
+        let core = self.core.borrow();
+        let at = self.checked::<4>(&core, addr)?;
+        Ok(u32::from_le_bytes(
+            core.wram[at..at + 4].try_into().expect("4 bytes"),
+        ))
+    }
+
+    /// Stores a 32-bit word at WRAM `addr` (4-byte aligned).
+    pub fn wram_write_u32(&self, addr: u32, value: u32) -> Result<(), KernelError> {
+        let mut core = self.core.borrow_mut();
+        let at = self.checked::<4>(&core, addr)?;
+        core.wram[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+
+    /// Loads `out.len()` consecutive 64-bit words from WRAM `addr` (8-byte aligned).
+    pub fn wram_read_u64s(&self, addr: u32, out: &mut [u64]) -> Result<(), KernelError> {
+        let core = self.core.borrow();
+        let at = self.checked::<8>(&core, addr)?;
+        let range = core.wram_range(self.id, at as u64, out.len() as u64 * 8)?;
+        for (w, chunk) in out.iter_mut().zip(core.wram[range].chunks_exact(8)) {
+            *w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        }
+        Ok(())
+    }
+
+    /// Stores consecutive 64-bit words at WRAM `addr` (8-byte aligned).
+    pub fn wram_write_u64s(&self, addr: u32, words: &[u64]) -> Result<(), KernelError> {
+        let mut core = self.core.borrow_mut();
+        let at = self.checked::<8>(&core, addr)?;
+        let range = core.wram_range(self.id, at as u64, words.len() as u64 * 8)?;
+        for (chunk, w) in core.wram[range].chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the WRAM bytes `addr..addr + len` (for kernels that reinterpret bytes).
+    pub fn with_wram<R>(
+        &self,
+        addr: u32,
+        len: u32,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R, KernelError> {
+        let mut core = self.core.borrow_mut();
+        let range = core.wram_range(self.id, addr as u64, len as u64)?;
+        Ok(f(&mut core.wram[range]))
+    }
+
+    /// A failure found by the kernel itself; stops the launch.
+    pub fn fail(&self, reason: impl Into<String>) -> KernelError {
+        KernelError::Kernel {
+            tasklet: self.id,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The PrIM microbenchmarks (CMU-SAFARI/prim-benchmarks, folder `Microbenchmarks`) as
+//! kernels on the machine model. Each suite returns typed records; the CLI prints them as
+//! a table or one JSON array.
+//!
+//! Configurations of a suite are independent simulations; they run on rayon's threads and
+//! are gathered in a fixed order, so output never depends on the thread count.
+
+mod arithmetic;
+mod mram;
+mod stream;
+mod transfer;
+
+pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
+pub use mram::{MramRecord, mram};
+pub use stream::{Memory, StreamKernel, StreamRecord, stream};
+pub use transfer::{TransferDirection, TransferMode, TransferRecord, transfer};
+
+use crate::dpu::{Dpu, Kernel, LaunchError, LaunchReport};
+use crate::machine::Machine;
+use serde::Serialize;
+
+/// The suites, by CLI name.
+pub const SUITES: [&str; 5] = ["arithmetic", "mram", "stream", "transfer", "all"];
+
+/// One record of any suite.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Record {
+    Arithmetic(ArithmeticRecord),
+    Mram(MramRecord),
+    Stream(StreamRecord),
+    Transfer(TransferRecord),
+}
+
+/// Runs suite `name` (one of [`SUITES`]); `None` if the name is unknown.
+pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, LaunchError>> {
+    let records = match name {
+        "arithmetic" => {
+            arithmetic(machine).map(|r| r.into_iter().map(Record::Arithmetic).collect())
+        }
+        "mram" => mram(machine).map(|r| r.into_iter().map(Record::Mram).collect()),
+        "stream" => stream(machine).map(|r| r.into_iter().map(Record::Stream).collect()),
+        "transfer" => Ok(transfer(machine)
+            .into_iter()
+            .map(Record::Transfer)
+            .collect()),
+        "all" => {
+            let mut all = Vec::new();
+            for suite in &SUITES[..4] {
+                match run(suite, machine)? {
+                    Ok(r) => all.extend(r),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            Ok(all)
+        }
+        _ => return None,
+    };
+    Some(records)
+}
+
+/// Launches `kernel` on a fresh DPU 0 after `setup` fills its MRAM; returns the report and
+/// the DPU (for checking results).
+fn launch_one<K: Kernel>(
+    machine: &Machine,
+    kernel: &K,
+    tasklets: u32,
+    setup: impl FnOnce(&mut Dpu),
+) -> Result<(LaunchReport, Dpu), LaunchError> {
+    let mut dpu = Dpu::new(&machine.dpu, 0);
+    setup(&mut dpu);
+    let report = dpu
+        .launch(kernel, tasklets)
+        .map_err(|error| LaunchError { dpu: 0, error })?;
+    Ok((report, dpu))
+}
+
+/// `bytes` moved in `cycles` at the DPU clock, in MB/s (10^6 bytes per second).
+fn mb_per_s(machine: &Machine, bytes: u64, cycles: u64) -> f64 {
+    if cycles == 0 {
+        return 0.0;
+    }
+    bytes as f64 * machine.dpu.clock.hz() as f64 / cycles as f64 / 1e6
+}

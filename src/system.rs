@@ -1,0 +1,78 @@
+//! [`System`]: every usable DPU of a machine, launched together. DPUs are independent from
+//! launch to completion, so they are simulated on rayon's threads; each DPU's simulation is
+//! single-threaded and deterministic, and results are gathered in DPU order, so the
+//! outcome never depends on the thread count.
+
+use crate::dpu::{Dpu, Kernel, LaunchError, LaunchReport};
+use crate::engine::Time;
+use crate::host::Host;
+use crate::machine::Machine;
+use rayon::prelude::*;
+
+/// The DPUs of a machine and its host.
+pub struct System {
+    host: Host,
+    dpus: Vec<Dpu>,
+}
+
+/// One launch on every DPU.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BatchReport {
+    pub per_dpu: Vec<LaunchReport>,
+    /// Cycles of the slowest DPU.
+    pub slowest_cycles: u64,
+    /// Launch fixed cost plus the slowest DPU.
+    pub time: Time,
+    /// Events simulated over all DPUs.
+    pub events: u64,
+}
+
+impl System {
+    pub fn new(machine: &Machine) -> System {
+        System {
+            host: Host::new(machine),
+            dpus: (0..machine.dpus)
+                .map(|i| Dpu::new(&machine.dpu, i))
+                .collect(),
+        }
+    }
+
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    pub fn dpus(&self) -> &[Dpu] {
+        &self.dpus
+    }
+
+    pub fn dpus_mut(&mut self) -> &mut [Dpu] {
+        &mut self.dpus
+    }
+
+    /// Launches `kernel` with `tasklets` tasklets on every DPU, in parallel. On failure,
+    /// returns the error of the lowest-numbered failing DPU.
+    pub fn launch<K: Kernel>(
+        &mut self,
+        kernel: &K,
+        tasklets: u32,
+    ) -> Result<BatchReport, LaunchError> {
+        let results: Vec<Result<LaunchReport, LaunchError>> = self
+            .dpus
+            .par_iter_mut()
+            .map(|d| {
+                d.launch(kernel, tasklets).map_err(|error| LaunchError {
+                    dpu: d.index(),
+                    error,
+                })
+            })
+            .collect();
+        let per_dpu = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let cycles: Vec<u64> = per_dpu.iter().map(|r| r.cycles).collect();
+        Ok(BatchReport {
+            slowest_cycles: cycles.iter().copied().max().unwrap_or(0),
+            time: self.host.launch(&cycles),
+            events: per_dpu.iter().map(|r| r.stats.events).sum(),
+            per_dpu,
+        })
+    }
+}
