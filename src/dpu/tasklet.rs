@@ -134,6 +134,13 @@ impl Tasklet {
         self.wait(Request::Barrier(id))
     }
 
+    /// WRAM address of the program's global variables ([`super::Kernel::globals_bytes`]),
+    /// the same for every tasklet.
+    pub fn globals(&self) -> u32 {
+        let core = self.core.borrow();
+        self.tasklets * core.params.stack_bytes_per_tasklet
+    }
+
     /// `mem_alloc(size)`: reserves `size_bytes` of WRAM heap (8-byte aligned, shared by all
     /// tasklets, never freed during the launch); returns its WRAM address.
     pub fn mem_alloc(&self, size_bytes: u32) -> Result<u32, KernelError> {
