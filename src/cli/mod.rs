@@ -4,6 +4,7 @@
 
 mod defaults;
 mod microbench;
+mod run;
 mod table;
 
 use crate::config::Override;
@@ -32,6 +33,9 @@ pub struct Cli {
 enum Command {
     /// Partition the data with one partitioner and report data and query imbalance (no timing).
     Partition(PartitionArgs),
+    /// Run B+-Forest end to end on the machine model: initialisation, warm-up and measured
+    /// batches, every answer checked against a plain reference.
+    Run(run::RunArgs),
     /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.
     Microbench(microbench::MicrobenchArgs),
 }
@@ -70,6 +74,7 @@ pub fn main() -> i32 {
         None => defaults::run_default(),
         Some(Command::Partition(args)) => partition_command(args),
         Some(Command::Microbench(args)) => microbench::run(args),
+        Some(Command::Run(args)) => run::run(args),
     };
     match result {
         Ok(()) => 0,
