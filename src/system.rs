@@ -31,7 +31,9 @@ impl System {
     pub fn new(machine: &Machine) -> System {
         System {
             host: Host::new(machine),
-            dpus: (0..machine.dpus).map(|i| Dpu::new(&machine.dpu, i)).collect(),
+            dpus: (0..machine.dpus)
+                .map(|i| Dpu::new(&machine.dpu, i))
+                .collect(),
         }
     }
 
@@ -49,7 +51,11 @@ impl System {
 
     /// Launches `kernel` with `tasklets` tasklets on every DPU, in parallel. On failure,
     /// returns the error of the lowest-numbered failing DPU.
-    pub fn launch<K: Kernel>(&mut self, kernel: &K, tasklets: u32) -> Result<BatchReport, LaunchError> {
+    pub fn launch<K: Kernel>(
+        &mut self,
+        kernel: &K,
+        tasklets: u32,
+    ) -> Result<BatchReport, LaunchError> {
         let results: Vec<Result<LaunchReport, LaunchError>> = self
             .dpus
             .par_iter_mut()

@@ -35,7 +35,10 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .iter()
         .map(|s| Override::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(o) = overrides.iter().find(|o| o.strip_prefix("machine").is_none()) {
+    if let Some(o) = overrides
+        .iter()
+        .find(|o| o.strip_prefix("machine").is_none())
+    {
         return Err(InputError::key(
             format!("--set {}", o.text),
             &o.key,
@@ -93,7 +96,15 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
         s.push('\n');
         for chunk in arithmetic.chunk_by(|a, b| a.op == b.op && a.data_type == b.data_type) {
             let name = serde_json::to_value((chunk[0].op, chunk[0].data_type)).expect("names");
-            let _ = write!(s, "{:<14}", format!("{} {}", name[0].as_str().unwrap_or(""), name[1].as_str().unwrap_or("")));
+            let _ = write!(
+                s,
+                "{:<14}",
+                format!(
+                    "{} {}",
+                    name[0].as_str().unwrap_or(""),
+                    name[1].as_str().unwrap_or("")
+                )
+            );
             for c in cols {
                 match chunk.iter().find(|a| a.tasklets == c) {
                     Some(a) => {
@@ -150,7 +161,15 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
         s.push('\n');
         for chunk in stream.chunk_by(|a, b| a.kernel == b.kernel && a.memory == b.memory) {
             let name = serde_json::to_value((chunk[0].kernel, chunk[0].memory)).expect("names");
-            let _ = write!(s, "{:<18}", format!("{} {}", name[0].as_str().unwrap_or(""), name[1].as_str().unwrap_or("")));
+            let _ = write!(
+                s,
+                "{:<18}",
+                format!(
+                    "{} {}",
+                    name[0].as_str().unwrap_or(""),
+                    name[1].as_str().unwrap_or("")
+                )
+            );
             for c in cols {
                 match chunk.iter().find(|a| a.tasklets == c) {
                     Some(a) => {

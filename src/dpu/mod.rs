@@ -51,7 +51,7 @@ pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
 pub use mram::Mram;
 pub use tasklet::{Tasklet, Wait};
 
-use self::core::{Core, Event};
+use self::core::{Core, Wake};
 use crate::engine::{Cycles, Time};
 use crate::machine::{DpuParams, InstructionCosts};
 use std::cell::RefCell;
@@ -271,37 +271,44 @@ fn run<K: Kernel>(
         poll(t, &mut futures)?;
     }
     let mut events = 0u64;
+    let mut done = Vec::with_capacity(tasklets as usize);
     loop {
-        let next = core.borrow_mut().queue.pop();
-        let Some((time, event)) = next else { break };
-        events += 1;
-        if events > MAX_EVENTS_PER_LAUNCH {
-            return Err(KernelError::EventLimit {
-                limit: MAX_EVENTS_PER_LAUNCH,
-            });
-        }
-        let woken = {
+        // The earlier of the queue's next event and the pipeline's next completion; the
+        // queue first at equal times.
+        let woken_one = {
             let mut c = core.borrow_mut();
-            debug_assert!(time >= c.now, "time went backwards");
-            c.now = time;
-            match event {
-                Event::Wake(t) => {
-                    c.resume(t);
-                    Wake::One(t)
-                }
-                Event::ComputeDone => {
-                    let done = c.finish_computes()?;
-                    for &t in &done {
-                        c.resume(t);
-                    }
-                    Wake::Many(done)
-                }
+            let queued = c.queue.peek_time();
+            let pipeline = c.pipeline_next;
+            let from_queue = match (queued, pipeline) {
+                (None, None) => break,
+                (Some(q), Some(p)) => q <= p,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            };
+            events += 1;
+            if events > MAX_EVENTS_PER_LAUNCH {
+                return Err(KernelError::EventLimit {
+                    limit: MAX_EVENTS_PER_LAUNCH,
+                });
+            }
+            if from_queue {
+                let (time, Wake(t)) = c.queue.pop().expect("peeked");
+                assert!(time >= c.now, "time went backwards");
+                c.now = time;
+                c.resume(t);
+                Some(t)
+            } else {
+                let time = pipeline.expect("checked");
+                assert!(time >= c.now, "time went backwards");
+                c.now = time;
+                c.finish_computes(&mut done);
+                None
             }
         };
-        match woken {
-            Wake::One(t) => poll(t, &mut futures)?,
-            Wake::Many(ts) => {
-                for t in ts {
+        match woken_one {
+            Some(t) => poll(t, &mut futures)?,
+            None => {
+                for &t in &done {
                     poll(t, &mut futures)?;
                 }
             }
@@ -319,9 +326,4 @@ fn run<K: Kernel>(
     c.stats.events = events;
     let cycles = c.finish_cycle.iter().copied().max().unwrap_or(0);
     Ok((cycles, c.stats.clone(), c.finish_cycle.clone()))
-}
-
-enum Wake {
-    One(u32),
-    Many(Vec<u32>),
 }

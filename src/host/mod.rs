@@ -78,8 +78,14 @@ impl Host {
     fn rates(&self, direction: Direction) -> (u64, u64) {
         let t = &self.transfer;
         match direction {
-            Direction::CpuDpu => (t.cpu_dpu_bytes_per_s_per_dpu, t.cpu_dpu_bytes_per_s_per_rank),
-            Direction::DpuCpu => (t.dpu_cpu_bytes_per_s_per_dpu, t.dpu_cpu_bytes_per_s_per_rank),
+            Direction::CpuDpu => (
+                t.cpu_dpu_bytes_per_s_per_dpu,
+                t.cpu_dpu_bytes_per_s_per_rank,
+            ),
+            Direction::DpuCpu => (
+                t.dpu_cpu_bytes_per_s_per_dpu,
+                t.dpu_cpu_bytes_per_s_per_rank,
+            ),
         }
     }
 
@@ -162,7 +168,10 @@ impl Host {
 
     /// Broadcast of one `size_bytes` buffer to every DPU with `in_set[i]`.
     pub fn broadcast(&self, in_set: &[bool], size_bytes: u64) -> TransferCost {
-        let sizes: Vec<u64> = in_set.iter().map(|&b| if b { size_bytes } else { 0 }).collect();
+        let sizes: Vec<u64> = in_set
+            .iter()
+            .map(|&b| if b { size_bytes } else { 0 })
+            .collect();
         let dpu_rate = self.transfer.cpu_dpu_bytes_per_s_per_dpu;
         let rank_rate = self.transfer.broadcast_bytes_per_s_per_rank;
         let mut slowest = Time::ZERO;

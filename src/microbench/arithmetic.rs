@@ -2,7 +2,7 @@
 //! into WRAM and applies `x = x op scalar` to every element; only the WRAM loop is timed
 //! (between two barriers, as PrIM does with its perfcounter).
 
-use super::{launch_one, Record};
+use super::{Record, launch_one};
 use crate::dpu::{Kernel, KernelError, LaunchError, Op, Tasklet};
 use crate::machine::Machine;
 use rayon::prelude::*;
@@ -180,7 +180,12 @@ impl Kernel for Throughput {
 pub fn arithmetic(machine: &Machine) -> Result<Vec<ArithmeticRecord>, LaunchError> {
     let mut configs = Vec::new();
     for op in [ArithOp::Add, ArithOp::Sub, ArithOp::Mul, ArithOp::Div] {
-        for ty in [DataType::Int32, DataType::Int64, DataType::Float, DataType::Double] {
+        for ty in [
+            DataType::Int32,
+            DataType::Int64,
+            DataType::Float,
+            DataType::Double,
+        ] {
             for tasklets in 1..=machine.dpu.max_tasklets.min(24) {
                 configs.push((op, ty, tasklets));
             }
@@ -209,17 +214,28 @@ fn run_one(
     let input: Vec<u8> = (0..iterations * stride / ty.bytes() as u64)
         .flat_map(|i| element_bytes(ty, i + 1))
         .collect();
-    let (_, dpu) = launch_one(machine, &kernel, tasklets, |d| d.mram_mut().write(MRAM_IN, &input))?;
+    let (_, dpu) = launch_one(machine, &kernel, tasklets, |d| {
+        d.mram_mut().write(MRAM_IN, &input)
+    })?;
     // The results are real: check them against the same operation on the host.
     let mut out = vec![0u8; input.len()];
     dpu.mram().read(MRAM_OUT, &mut out);
     let size = ty.bytes() as usize;
-    for (i, (x, y)) in input.chunks_exact(size).zip(out.chunks_exact(size)).enumerate() {
+    for (i, (x, y)) in input
+        .chunks_exact(size)
+        .zip(out.chunks_exact(size))
+        .enumerate()
+    {
         let mut expect = x.to_vec();
         apply(op, ty, &mut expect, ELEMENTS);
         assert_eq!(expect, y, "arithmetic kernel result wrong at element {i}");
     }
-    let timed = kernel.cycles.iter().map(|c| c.load(Ordering::Relaxed)).max().unwrap_or(0);
+    let timed = kernel
+        .cycles
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0);
     let ops = iterations * stride / ty.bytes() as u64;
     let seconds = timed as f64 / machine.dpu.clock.hz() as f64;
     Ok(ArithmeticRecord {

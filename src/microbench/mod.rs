@@ -35,10 +35,15 @@ pub enum Record {
 /// Runs suite `name` (one of [`SUITES`]); `None` if the name is unknown.
 pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, LaunchError>> {
     let records = match name {
-        "arithmetic" => arithmetic(machine).map(|r| r.into_iter().map(Record::Arithmetic).collect()),
+        "arithmetic" => {
+            arithmetic(machine).map(|r| r.into_iter().map(Record::Arithmetic).collect())
+        }
         "mram" => mram(machine).map(|r| r.into_iter().map(Record::Mram).collect()),
         "stream" => stream(machine).map(|r| r.into_iter().map(Record::Stream).collect()),
-        "transfer" => Ok(transfer(machine).into_iter().map(Record::Transfer).collect()),
+        "transfer" => Ok(transfer(machine)
+            .into_iter()
+            .map(Record::Transfer)
+            .collect()),
         "all" => {
             let mut all = Vec::new();
             for suite in &SUITES[..4] {

@@ -126,7 +126,8 @@ impl Kernel for Stream {
                 }
                 b
             };
-            t.mram_write(out, 2 * ARRAY_BYTES + offset, BLOCK_BYTES).await?;
+            t.mram_write(out, 2 * ARRAY_BYTES + offset, BLOCK_BYTES)
+                .await?;
         }
         let total = match self.memory {
             Memory::Mram => t.cycle() - begin,
@@ -151,7 +152,9 @@ impl Kernel for Random {
         t.barrier_wait(0).await?;
         let begin = t.cycle();
         for _ in 0..RANDOM_UPDATES {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let addr = ((state >> 33) % ELEMENTS) * 8;
             t.mram_read(addr, buf, 8).await?;
             let v = t.wram_read_u64(buf)?;
@@ -211,9 +214,15 @@ fn run_one(
             d.mram_mut().write_u64s(0, &a);
             d.mram_mut().write_u64s(ARRAY_BYTES, &b);
         })?;
-        let c = dpu.mram().read_u64s(2 * ARRAY_BYTES, span.min(ELEMENTS as usize));
+        let c = dpu
+            .mram()
+            .read_u64s(2 * ARRAY_BYTES, span.min(ELEMENTS as usize));
         for (i, &x) in c.iter().enumerate() {
-            assert_eq!(x, kernel.apply(a[i], b[i]), "STREAM {kernel:?} wrong at {i}");
+            assert_eq!(
+                x,
+                kernel.apply(a[i], b[i]),
+                "STREAM {kernel:?} wrong at {i}"
+            );
         }
         let elements = iterations * stride / 8;
         (kernel.bytes_per_element() * elements, max(&k.cycles))
@@ -227,5 +236,9 @@ fn run_one(
 }
 
 fn max(cycles: &[AtomicU64]) -> u64 {
-    cycles.iter().map(|c| c.load(Ordering::Relaxed)).max().unwrap_or(0)
+    cycles
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .max()
+        .unwrap_or(0)
 }

@@ -41,7 +41,10 @@ fn sizes() -> Vec<u64> {
 
 /// DPU counts: 1, 2, 4, ... 64 (within the first rank), then the whole system.
 fn dpu_counts(machine: &Machine) -> Vec<u32> {
-    let mut counts: Vec<u32> = (0..7).map(|i| 1u32 << i).filter(|&n| n <= machine.dpus).collect();
+    let mut counts: Vec<u32> = (0..7)
+        .map(|i| 1u32 << i)
+        .filter(|&n| n <= machine.dpus)
+        .collect();
     if !counts.contains(&machine.dpus) {
         counts.push(machine.dpus);
     }
