@@ -282,7 +282,7 @@ impl Machine {
             .map(|r| ((usable * (r + 1)) / s.ranks - (usable * r) / s.ranks) as u32)
             .collect();
         let mram = raw.dpu.mram_size_bytes;
-        if mram == 0 || mram % 8 != 0 {
+        if mram == 0 || !mram.is_multiple_of(8) {
             return Err(source.error_at(
                 "dpu.mram_size_bytes",
                 format!("{mram} must be a positive multiple of 8"),

@@ -8,15 +8,15 @@ use crate::machine::Machine;
 use crate::partition;
 use crate::workload::Workload;
 
-pub const DEFAULT_MACHINE: &str = include_str!("../../machines/paper-1012.toml");
+pub const DEFAULT_MACHINE: &str = include_str!("../../machines/paper-2rank.toml");
 pub const DEFAULT_WORKLOAD: &str = include_str!("../../workloads/quick-raq.toml");
 pub const DEFAULT_SKEWS: [f64; 4] = [0.6, 0.8, 1.0, 1.2];
 
-/// Every partitioner at each default skew, on the paper's 1,012-DPU machine with a
+/// Every partitioner at each default skew, on two ranks of the paper's machine (128 DPUs) with a
 /// scaled-down workload.
 pub fn run_default() -> Result<(), Error> {
     let machine =
-        Machine::from_toml_str("<embedded machines/paper-1012.toml>", DEFAULT_MACHINE, &[])?;
+        Machine::from_toml_str("<embedded machines/paper-2rank.toml>", DEFAULT_MACHINE, &[])?;
     let mut rows = Vec::new();
     let mut header = String::new();
     for skew in DEFAULT_SKEWS {

@@ -63,8 +63,8 @@ pub fn comparison(rows: &[(f64, PartitionReport)]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>5}  {:<16}  {:>7}  {:>9}  {:>7}  {:>10}  {:>4}  {}",
-        "skew", "partitioner", "IF_q", "IF_q ref", "IF_d", "partitions", "hot", "fits"
+        "{:>5}  {:<16}  {:>7}  {:>9}  {:>7}  {:>10}  {:>4}  fits",
+        "skew", "partitioner", "IF_q", "IF_q ref", "IF_d", "partitions", "hot"
     );
     for (skew, r) in rows {
         let _ = writeln!(

@@ -43,9 +43,11 @@ impl Thresholds {
         queries as u128 * self.dpus >= self.total_queries
     }
 
-    /// floor(NQrys / (Q / P)).
+    /// floor(NQrys / (Q / P)); 0 when there are no queries.
     fn beta(&self, queries: u64) -> u64 {
-        (queries as u128 * self.dpus / self.total_queries) as u64
+        (queries as u128 * self.dpus)
+            .checked_div(self.total_queries)
+            .map_or(0, |b| b as u64)
     }
 
     /// The gate of the authors' later code: cold load above max(3, alpha + 1)/3 x Q/P.
@@ -54,9 +56,23 @@ impl Thresholds {
     }
 }
 
-/// Algorithm 2 on base partition `s..=e`: hot ranges as inclusive chunk bounds.
-fn greedy_find_hot(loads: &ChunkLoads, s: usize, e: usize, th: &Thresholds) -> Vec<(usize, usize)> {
+/// Algorithm 2 on base partition `s..=e`: hot ranges as inclusive chunk bounds. With
+/// `gates`, the scan only runs while the base's remaining cold load is above the gate.
+fn greedy_find_hot(
+    loads: &ChunkLoads,
+    s: usize,
+    e: usize,
+    th: &Thresholds,
+    gates: bool,
+) -> Vec<(usize, usize)> {
     let mut hot = Vec::new();
+    if th.total_queries == 0 {
+        return hot; // no query density anywhere: nothing is hot
+    }
+    let mut remaining = loads.queries(s, e);
+    if gates && !th.above_gate(remaining) {
+        return hot;
+    }
     let mut l = s;
     for r in s..=e {
         // Move l to the largest l' in (l, r] whose window c_l'..c_r is still wide.
@@ -65,7 +81,11 @@ fn greedy_find_hot(loads: &ChunkLoads, s: usize, e: usize, th: &Thresholds) -> V
         }
         if th.hot(loads.queries(l, r)) {
             hot.push((l, r));
+            remaining -= loads.queries(l, r);
             l = r + 1;
+            if gates && !th.above_gate(remaining) {
+                break;
+            }
         }
     }
     hot
@@ -79,7 +99,7 @@ fn double_scan_find_hot(
     th: &Thresholds,
     gates: bool,
 ) -> Vec<HotPiece> {
-    let first = greedy_find_hot(loads, s, e, th);
+    let first = greedy_find_hot(loads, s, e, th, gates);
     let mut pieces: Vec<HotPiece> = first.iter().map(|&r| HotPiece { runs: vec![r] }).collect();
     let len = e - s + 1;
     let mut in_first = vec![false; len];
@@ -164,16 +184,13 @@ fn qdd_partition(
     let p = params.dpus as usize;
     let th = Thresholds::new(loads, params);
     let mut owners: Vec<(u32, bool)> = Vec::with_capacity(loads.chunks());
-    let mut cold_load = vec![0u64; p];
+    let mut cold_load = Vec::with_capacity(p);
     // (load, first chunk, home base partition, piece)
     let mut hot: Vec<(u64, usize, usize, HotPiece)> = Vec::new();
     for j in 0..p {
         let (a, b) = loads.base_partition(j, p);
         owners.extend(std::iter::repeat_n((j as u32, false), b - a));
-        cold_load[j] = loads.queries(a, b - 1);
-        if th.total_queries == 0 {
-            continue;
-        }
+        cold_load.push(loads.queries(a, b - 1));
         for piece in find_hot(a, b - 1, &th) {
             let load = piece.runs.iter().map(|&(x, y)| loads.queries(x, y)).sum();
             hot.push((load, piece.runs[0].0, j, piece));
@@ -224,7 +241,7 @@ impl Partitioner for QddGreedy {
         params: &PartitionParams,
     ) -> Result<Partitioning, PartitionError> {
         qdd_partition(loads, params, |s, e, th| {
-            greedy_find_hot(loads, s, e, th)
+            greedy_find_hot(loads, s, e, th, false)
                 .into_iter()
                 .map(|r| HotPiece { runs: vec![r] })
                 .collect()
@@ -268,7 +285,7 @@ pub fn find_hot_for_tests(
     if double_scan {
         double_scan_find_hot(loads, s, e, &th, params.double_scan_gates)
     } else {
-        greedy_find_hot(loads, s, e, &th)
+        greedy_find_hot(loads, s, e, &th, false)
             .into_iter()
             .map(|r| HotPiece { runs: vec![r] })
             .collect()

@@ -68,6 +68,11 @@ impl RoutingTable {
         self.starts[entry]
     }
 
+    /// The last key entry `entry` owns.
+    pub fn last(&self, entry: usize) -> u64 {
+        self.starts.get(entry + 1).map_or(u64::MAX, |s| s - 1)
+    }
+
     /// The entry owning `key`: upper bound minus one.
     #[inline]
     pub fn locate(&self, key: u64) -> usize {

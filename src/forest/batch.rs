@@ -1,0 +1,129 @@
+//! The host's side of a batch: routing queries to per-DPU, per-tree lists (cut at partition
+//! boundaries and tagged with their original index), the byte layout of the DPU buffers, and
+//! merging the partial results back in the batch's order.
+
+use super::reference::Answer;
+use crate::partition::RoutingTable;
+use crate::workload::{Query, QueryKind};
+
+/// The queries one DPU receives in a batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DpuBatch {
+    /// Fragments for the cold tree, then for the hot tree, each cut to its partition.
+    pub cold: Vec<Query>,
+    pub hot: Vec<Query>,
+    /// The batch index of the query each fragment came from: cold ones, then hot ones.
+    pub origin: Vec<u32>,
+}
+
+impl DpuBatch {
+    pub fn len(&self) -> usize {
+        self.cold.len() + self.hot.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What routing a batch produced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoutingStats {
+    pub queries: u64,
+    pub fragments: u64,
+}
+
+/// Routes `queries` through `table`: one fragment per partition a query overlaps, cut to
+/// the partition's keys, so that a DPU whose cold tree holds two runs of one range answers
+/// each run once.
+pub fn route_batch(
+    table: &RoutingTable,
+    queries: &[Query],
+    dpus: u32,
+) -> (Vec<DpuBatch>, RoutingStats) {
+    let mut cold: Vec<Vec<(u32, Query)>> = vec![Vec::new(); dpus as usize];
+    let mut hot: Vec<Vec<(u32, Query)>> = vec![Vec::new(); dpus as usize];
+    let mut stats = RoutingStats {
+        queries: queries.len() as u64,
+        fragments: 0,
+    };
+    for (i, q) in queries.iter().enumerate() {
+        table.route(q.lo, q.hi, |e| {
+            let t = table.target(e);
+            let fragment = Query {
+                lo: q.lo.max(table.start(e)),
+                hi: q.hi.min(table.last(e)),
+                value: q.value,
+            };
+            let list = if t.hot { &mut hot } else { &mut cold };
+            list[t.dpu as usize].push((i as u32, fragment));
+            stats.fragments += 1;
+        });
+    }
+    let batches = cold
+        .into_iter()
+        .zip(hot)
+        .map(|(c, h)| DpuBatch {
+            origin: c.iter().chain(&h).map(|&(i, _)| i).collect(),
+            cold: c.into_iter().map(|(_, q)| q).collect(),
+            hot: h.into_iter().map(|(_, q)| q).collect(),
+        })
+        .collect();
+    (batches, stats)
+}
+
+/// Bytes of one query record in a DPU's buffer.
+pub fn query_record_bytes(kind: QueryKind) -> u64 {
+    match kind {
+        QueryKind::Get => 8,           // key
+        QueryKind::RangeCountIf => 24, // lo, hi, value
+        QueryKind::RangeMax => 16,     // lo, hi
+    }
+}
+
+/// Bytes of one result record.
+pub fn result_record_bytes(kind: QueryKind) -> u64 {
+    match kind {
+        QueryKind::Get | QueryKind::RangeCountIf => 8, // value or count
+        QueryKind::RangeMax => 16,                     // max, pairs seen
+    }
+}
+
+/// Bytes of a DPU buffer's header: task, cold count, hot count, result offset (u32 each).
+pub const HEADER_BYTES: u64 = 16;
+
+/// Bytes of the query buffer a DPU receives (header and records).
+pub fn query_buffer_bytes(kind: QueryKind, batch: &DpuBatch) -> u64 {
+    HEADER_BYTES + batch.len() as u64 * query_record_bytes(kind)
+}
+
+/// Bytes of the result buffer a DPU returns.
+pub fn result_buffer_bytes(kind: QueryKind, batch: &DpuBatch) -> u64 {
+    batch.len() as u64 * result_record_bytes(kind)
+}
+
+/// Combines the partial results of every DPU (in record order, cold then hot) into one
+/// answer per query, in the batch's order: copy for get, sum for count, max for max.
+pub fn merge(
+    kind: QueryKind,
+    batches: &[DpuBatch],
+    results: &[Vec<Answer>],
+    queries: usize,
+) -> Vec<Answer> {
+    let mut answers: Vec<Answer> = match kind {
+        QueryKind::RangeCountIf => vec![Some(0); queries],
+        _ => vec![None; queries],
+    };
+    for (b, r) in batches.iter().zip(results) {
+        debug_assert_eq!(b.origin.len(), r.len());
+        for (&i, &partial) in b.origin.iter().zip(r) {
+            let slot = &mut answers[i as usize];
+            *slot = match (kind, *slot, partial) {
+                (QueryKind::RangeCountIf, Some(a), Some(p)) => Some(a + p),
+                (QueryKind::RangeMax, a, p) => a.max(p),
+                (_, _, p) => p,
+            };
+        }
+    }
+    answers
+}

@@ -1,0 +1,269 @@
+//! Every class of bad input: a clear error on stderr naming the file or flag and the key,
+//! exit code 2, and nothing on stdout.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const MACHINE: &str = "machines/paper-1012.toml";
+const WORKLOAD: &str = "workloads/tiny.toml";
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn pimdes(args: &[&str]) -> Outcome {
+    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs `partition --json` on the paper machine with extra arguments; `--workload`
+/// defaults to the tiny workload.
+fn partition(extra: &[&str]) -> Outcome {
+    let mut args = vec!["partition", "--machine", MACHINE, "--json"];
+    if !extra.contains(&"--workload") {
+        args.extend_from_slice(&["--workload", WORKLOAD]);
+    }
+    args.extend_from_slice(extra);
+    pimdes(&args)
+}
+
+/// A workload file in a temporary directory: the tiny workload with `edit` applied.
+fn workload_file(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(WORKLOAD)).unwrap();
+    let dir = std::env::temp_dir().join(format!("pimdes-bad-input-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+#[track_caller]
+fn assert_bad(o: &Outcome, needles: &[&str]) {
+    assert_eq!(o.code, Some(2), "exit code; stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty(), "no partial output, got: {}", o.stdout);
+    assert!(o.stderr.starts_with("error: "), "stderr: {}", o.stderr);
+    for n in needles {
+        assert!(o.stderr.contains(n), "stderr lacks {n:?}: {}", o.stderr);
+    }
+}
+
+#[test]
+fn missing_file() {
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        "machines/nope.toml",
+        "--workload",
+        WORKLOAD,
+    ]);
+    assert_bad(&o, &["machines/nope.toml", "cannot read"]);
+}
+
+#[test]
+fn invalid_toml() {
+    let w = workload_file("invalid.toml", |t| t + "\n[oops\n");
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &["invalid.toml", "invalid TOML"]);
+}
+
+#[test]
+fn unknown_key_in_file() {
+    let w = workload_file("unknown.toml", |t| {
+        t.replace("[queries]", "[queries]\nskw = 1.0")
+    });
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &["unknown.toml", "`queries`", "unknown field `skw`"]);
+}
+
+#[test]
+fn wrong_type_in_file() {
+    let w = workload_file("type.toml", |t| t.replace("skew = 1.0", "skew = \"high\""));
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &["type.toml", "`queries.skew`", "invalid type"]);
+}
+
+#[test]
+fn wrong_type_in_override() {
+    let o = partition(&["--set", "queries.batch_size=many"]);
+    assert_bad(
+        &o,
+        &["--set queries.batch_size=many", "`queries.batch_size`"],
+    );
+}
+
+#[test]
+fn negative_skew() {
+    let o = partition(&["--set", "queries.skew=-0.5"]);
+    assert_bad(&o, &["--set queries.skew=-0.5", "`queries.skew`", ">= 0"]);
+}
+
+#[test]
+fn alpha_zero() {
+    let o = partition(&["--set", "partition.alpha=0"]);
+    assert_bad(
+        &o,
+        &["--set partition.alpha=0", "`partition.alpha`", "positive"],
+    );
+}
+
+#[test]
+fn batch_size_zero() {
+    let w = workload_file("batch0.toml", |t| {
+        t.replace("batch_size = 20_000", "batch_size = 0")
+    });
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &["batch0.toml", "`queries.batch_size`"]);
+}
+
+#[test]
+fn fewer_pairs_than_dpus() {
+    let o = partition(&["--set", "data.pairs=1000"]);
+    assert_bad(
+        &o,
+        &[
+            "--set data.pairs=1000",
+            "`data.pairs`",
+            "fewer than the machine's 1012 DPUs",
+        ],
+    );
+}
+
+#[test]
+fn fewer_chunks_than_dpus() {
+    let o = partition(&["--set", "partition.chunk_pairs=1000"]);
+    assert_bad(
+        &o,
+        &[
+            "--set partition.chunk_pairs=1000",
+            "`partition.chunk_pairs`",
+            "600 chunks",
+        ],
+    );
+}
+
+#[test]
+fn data_cap_below_one() {
+    let o = partition(&["--set", "partition.data_cap=0.9"]);
+    assert_bad(
+        &o,
+        &[
+            "--set partition.data_cap=0.9",
+            "`partition.data_cap`",
+            "at least 1",
+        ],
+    );
+}
+
+#[test]
+fn data_cap_too_tight_for_chunks() {
+    // 600,000 pairs over 1,012 DPUs is 592.9 pairs each: with a cap of exactly 1.0, parts
+    // of whole 300-pair chunks cannot hold all the data in 1,012 parts.
+    let o = partition(&[
+        "--partitioner",
+        "ccp-capped",
+        "--set",
+        "partition.data_cap=1.0",
+    ]);
+    assert_bad(&o, &["`partition.data_cap`", "ccp-capped"]);
+}
+
+#[test]
+fn base_partition_out_of_range() {
+    let o = partition(&[
+        "--set",
+        "deviation.base_partition=1012",
+        "--set",
+        "deviation.factor=10",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set deviation.base_partition=1012",
+            "`deviation.base_partition`",
+            "0 to 1011",
+        ],
+    );
+}
+
+#[test]
+fn incomplete_deviation_section() {
+    let o = partition(&["--set", "deviation.factor=10"]);
+    assert_bad(&o, &["`deviation`", "missing field `base_partition`"]);
+}
+
+#[test]
+fn override_path_that_does_not_exist() {
+    let o = partition(&["--set", "queries.skewness=1.2"]);
+    assert_bad(
+        &o,
+        &["--set queries.skewness=1.2", "unknown field `skewness`"],
+    );
+    let o = partition(&["--set", "machine.rank=20"]);
+    assert_bad(&o, &["--set machine.rank=20", "unknown field `rank`"]);
+    let o = partition(&["--set", "queries.skew.x=1"]);
+    assert_bad(
+        &o,
+        &["--set queries.skew.x=1", "`queries.skew`", "not a section"],
+    );
+}
+
+#[test]
+fn malformed_override() {
+    let o = partition(&["--set", "queries.skew"]);
+    assert_bad(&o, &["--set queries.skew", "expected key=value"]);
+}
+
+#[test]
+fn impossible_machine() {
+    let o = partition(&["--set", "machine.ranks=10"]);
+    assert_bad(&o, &[MACHINE, "`usable_dpus`", "1012"]);
+    let o = partition(&["--set", "machine.dpu.mram_size_bytes=1001"]);
+    assert_bad(
+        &o,
+        &["--set machine.dpu.mram_size_bytes=1001", "multiple of 8"],
+    );
+}
+
+#[test]
+fn unknown_partitioner() {
+    let o = partition(&["--partitioner", "random"]);
+    assert_bad(
+        &o,
+        &[
+            "--partitioner",
+            "unknown partitioner `random`",
+            "qdd-double-scan",
+        ],
+    );
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        MACHINE,
+        "--workload",
+        WORKLOAD,
+        "--set",
+        "partition.partitioner=best",
+    ]);
+    assert_bad(
+        &o,
+        &["`partition.partitioner`", "unknown partitioner `best`"],
+    );
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let o = partition(&["--frobnicate"]);
+    assert_eq!(o.code, Some(2));
+    assert!(o.stdout.is_empty());
+}

@@ -1,0 +1,83 @@
+//! Same inputs and seed, same bytes: across runs, thread counts, and against a golden file.
+//! Regenerate the golden file with `PIMDES_BLESS=1 cargo test --release --test determinism`
+//! after an intended change, and say why in the commit.
+
+use std::process::Command;
+
+fn partition_json(partitioner: &str, threads: &str, extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args([
+            "partition",
+            "--machine",
+            "machines/paper-1012.toml",
+            "--workload",
+            "workloads/tiny.toml",
+            "--partitioner",
+            partitioner,
+            "--json",
+        ])
+        .args(extra)
+        .env("RAYON_NUM_THREADS", threads)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("JSON is UTF-8")
+}
+
+#[test]
+fn same_seed_same_bytes_on_any_thread_count() {
+    for name in pimdes::partition::names() {
+        let one = partition_json(name, "1", &[]);
+        assert_eq!(
+            one,
+            partition_json(name, "1", &[]),
+            "{name}: two runs differ"
+        );
+        assert_eq!(
+            one,
+            partition_json(name, "2", &[]),
+            "{name}: 1 vs 2 threads differ"
+        );
+        assert_eq!(
+            one,
+            partition_json(name, "7", &[]),
+            "{name}: 1 vs 7 threads differ"
+        );
+    }
+}
+
+#[test]
+fn another_seed_changes_the_result() {
+    let a = partition_json("qdd-double-scan", "2", &[]);
+    let b = partition_json("qdd-double-scan", "2", &["--set", "seed=8"]);
+    assert_ne!(a, b);
+}
+
+#[test]
+fn golden_partition_output() {
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/partition-tiny-qdd-double-scan.json");
+    let got = partition_json(
+        "qdd-double-scan",
+        "2",
+        &[
+            "--set",
+            "deviation.base_partition=3",
+            "--set",
+            "deviation.factor=10",
+        ],
+    );
+    if std::env::var_os("PIMDES_BLESS").is_some() {
+        std::fs::write(&golden, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).expect("golden file exists (bless to create)");
+    assert_eq!(
+        got, want,
+        "output changed; if intended, bless and explain in the commit"
+    );
+}
