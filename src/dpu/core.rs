@@ -347,7 +347,7 @@ impl Core {
         let d = &self.params.dma;
         if size_bytes < d.min_size_bytes
             || size_bytes > d.max_size_bytes
-            || size_bytes % d.alignment_bytes != 0
+            || !size_bytes.is_multiple_of(d.alignment_bytes)
         {
             return Err(KernelError::DmaSize {
                 tasklet,
@@ -358,7 +358,9 @@ impl Core {
                 multiple: d.alignment_bytes,
             });
         }
-        if mram_addr % d.alignment_bytes as u64 != 0 || wram_addr % d.alignment_bytes != 0 {
+        if !mram_addr.is_multiple_of(d.alignment_bytes as u64)
+            || !wram_addr.is_multiple_of(d.alignment_bytes)
+        {
             return Err(KernelError::DmaAlignment {
                 tasklet,
                 direction,

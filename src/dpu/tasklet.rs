@@ -154,7 +154,7 @@ impl Tasklet {
     }
 
     fn checked<const N: usize>(&self, core: &Core, addr: u32) -> Result<usize, KernelError> {
-        if addr as usize % N != 0 {
+        if !(addr as usize).is_multiple_of(N) {
             return Err(KernelError::WramMisaligned {
                 tasklet: self.id,
                 addr,
