@@ -117,6 +117,8 @@ pub(crate) struct Core {
     pub(crate) finish_cycle: Vec<u64>,
     pub(crate) wram: Vec<u8>,
     pub(crate) heap_next: u64,
+    /// WRAM address of the kernel's globals.
+    pub(crate) globals: u32,
     pub(crate) mram: Mram,
     pub(crate) stats: LaunchStats,
 }
@@ -164,6 +166,7 @@ impl Core {
             finish_cycle: vec![0; tasklets as usize],
             wram: vec![0; params.wram_size_bytes as usize],
             heap_next: stacks,
+            globals: stacks as u32,
             mram,
             stats: LaunchStats::default(),
         }

@@ -124,6 +124,12 @@ pub trait Kernel: Sync {
         256
     }
 
+    /// Bytes of WRAM for the program's globals (C's `.data`/`.bss`), shared by all tasklets
+    /// at [`Tasklet::globals`], zeroed at launch.
+    fn wram_globals_bytes(&self) -> u32 {
+        0
+    }
+
     /// The body of tasklet `t`.
     fn tasklet(&self, t: &Tasklet) -> impl Future<Output = Result<(), KernelError>>;
 }
@@ -204,19 +210,24 @@ impl Dpu {
             });
         }
         let stacks = tasklets as u64 * p.stack_bytes_per_tasklet as u64;
-        if stacks > p.wram_size_bytes as u64 {
+        let globals = (kernel.wram_globals_bytes() as u64).next_multiple_of(8);
+        if stacks + globals > p.wram_size_bytes as u64 {
             return Err(KernelError::WramOverflow {
                 what: format!(
-                    "the stacks of {tasklets} tasklets ({} bytes each)",
+                    "the stacks of {tasklets} tasklets ({} bytes each) and {globals} bytes of globals",
                     p.stack_bytes_per_tasklet
                 ),
-                requested_bytes: stacks,
+                requested_bytes: stacks + globals,
                 available_bytes: p.wram_size_bytes as u64,
                 wram_size_bytes: p.wram_size_bytes,
             });
         }
         let mram = std::mem::take(&mut self.mram);
-        let core = Rc::new(RefCell::new(Core::new(p, self.index, tasklets, mram)));
+        let mut core = Core::new(p, self.index, tasklets, mram);
+        // WRAM layout: stacks, then globals, then the mem_alloc heap.
+        core.globals = stacks as u32;
+        core.heap_next = stacks + globals;
+        let core = Rc::new(RefCell::new(core));
         let result = run(kernel, &core, tasklets);
         let core = Rc::into_inner(core).expect("every tasklet future is dropped by now");
         let core = core.into_inner();

@@ -77,6 +77,12 @@ impl Tasklet {
         self.dpu
     }
 
+    /// WRAM address of the kernel's globals ([`super::Kernel::wram_globals_bytes`] bytes,
+    /// 8-byte aligned, shared by all tasklets: guard them with a mutex).
+    pub fn globals(&self) -> u32 {
+        self.core.borrow().globals
+    }
+
     /// The current cycle of this DPU (the SDK's `perfcounter_get()`).
     pub fn cycle(&self) -> u64 {
         self.core.borrow().now
