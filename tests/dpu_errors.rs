@@ -47,31 +47,66 @@ fn dma(direction: DmaDirection, mram_addr: u64, wram_offset: u32, size: u32) -> 
 #[test]
 fn dma_size_not_a_multiple_of_8_is_an_error() {
     let e = dma(DmaDirection::Read, 0, 0, 12);
-    assert!(matches!(e, KernelError::DmaSize { size_bytes: 12, tasklet: 0, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            KernelError::DmaSize {
+                size_bytes: 12,
+                tasklet: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("multiple of 8"), "{e}");
 }
 
 #[test]
 fn dma_size_above_2048_or_zero_is_an_error() {
     let e = dma(DmaDirection::Write, 0, 0, 4096);
-    assert!(matches!(e, KernelError::DmaSize { size_bytes: 4096, max: 2048, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            KernelError::DmaSize {
+                size_bytes: 4096,
+                max: 2048,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = dma(DmaDirection::Read, 0, 0, 0);
-    assert!(matches!(e, KernelError::DmaSize { size_bytes: 0, .. }), "{e}");
+    assert!(
+        matches!(e, KernelError::DmaSize { size_bytes: 0, .. }),
+        "{e}"
+    );
 }
 
 #[test]
 fn misaligned_dma_addresses_are_errors() {
     let e = dma(DmaDirection::Read, 4, 0, 8);
-    assert!(matches!(e, KernelError::DmaAlignment { mram_addr: 4, .. }), "{e}");
+    assert!(
+        matches!(e, KernelError::DmaAlignment { mram_addr: 4, .. }),
+        "{e}"
+    );
     let e = dma(DmaDirection::Write, 0, 4, 8);
-    assert!(matches!(e, KernelError::DmaAlignment { alignment: 8, .. }), "{e}");
+    assert!(
+        matches!(e, KernelError::DmaAlignment { alignment: 8, .. }),
+        "{e}"
+    );
 }
 
 #[test]
 fn dma_beyond_mram_is_an_error() {
     let e = dma(DmaDirection::Read, (64 << 20) - 8, 0, 16);
     assert!(
-        matches!(e, KernelError::MramOutOfRange { mram_size_bytes: 67_108_864, .. }),
+        matches!(
+            e,
+            KernelError::MramOutOfRange {
+                mram_size_bytes: 67_108_864,
+                ..
+            }
+        ),
         "{e}"
     );
 }
@@ -93,13 +128,31 @@ fn wram_overflow_is_an_error() {
     assert!(launch(&Alloc { bytes: 64_512 }, 1).is_ok());
     let e = launch(&Alloc { bytes: 64_520 }, 1).unwrap_err();
     assert!(
-        matches!(e, KernelError::WramOverflow { requested_bytes: 64_520, available_bytes: 64_512, .. }),
+        matches!(
+            e,
+            KernelError::WramOverflow {
+                requested_bytes: 64_520,
+                available_bytes: 64_512,
+                ..
+            }
+        ),
         "{e}"
     );
     // The stacks alone can overflow WRAM.
     let m = common::machine(&["dpu.stack_bytes_per_tasklet=4096"]);
-    let e = Dpu::new(&m.dpu, 0).launch(&Alloc { bytes: 8 }, 24).unwrap_err();
-    assert!(matches!(e, KernelError::WramOverflow { requested_bytes: 98_304, .. }), "{e}");
+    let e = Dpu::new(&m.dpu, 0)
+        .launch(&Alloc { bytes: 8 }, 24)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            KernelError::WramOverflow {
+                requested_bytes: 98_304,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 /// WRAM accessors out of range or misaligned.
@@ -116,21 +169,48 @@ impl Kernel for BadWram {
 #[test]
 fn wram_access_out_of_range_or_misaligned_is_an_error() {
     let e = launch(&BadWram { addr: 65_536 }, 1).unwrap_err();
-    assert!(matches!(e, KernelError::WramOutOfRange { addr: 65_536, .. }), "{e}");
+    assert!(
+        matches!(e, KernelError::WramOutOfRange { addr: 65_536, .. }),
+        "{e}"
+    );
     let e = launch(&BadWram { addr: 12 }, 1).unwrap_err();
-    assert!(matches!(e, KernelError::WramMisaligned { addr: 12, size_bytes: 8, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            KernelError::WramMisaligned {
+                addr: 12,
+                size_bytes: 8,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
 fn more_tasklets_than_the_machine_has_is_an_error() {
     let e = launch(&Alloc { bytes: 8 }, 25).unwrap_err();
-    assert_eq!(e, KernelError::TooManyTasklets { requested: 25, max: 24 });
+    assert_eq!(
+        e,
+        KernelError::TooManyTasklets {
+            requested: 25,
+            max: 24
+        }
+    );
     assert!(e.to_string().contains("dpu.max_tasklets"), "{e}");
     assert!(launch(&Alloc { bytes: 8 }, 0).is_err());
     // A v1B-like machine has 16.
     let m = common::machine(&["dpu.max_tasklets=16"]);
-    let e = Dpu::new(&m.dpu, 0).launch(&Alloc { bytes: 8 }, 17).unwrap_err();
-    assert_eq!(e, KernelError::TooManyTasklets { requested: 17, max: 16 });
+    let e = Dpu::new(&m.dpu, 0)
+        .launch(&Alloc { bytes: 8 }, 17)
+        .unwrap_err();
+    assert_eq!(
+        e,
+        KernelError::TooManyTasklets {
+            requested: 17,
+            max: 16
+        }
+    );
 }
 
 struct Big;
@@ -179,13 +259,25 @@ fn a_lock_order_deadlock_is_reported_with_each_tasklets_wait() {
     assert_eq!(
         waits,
         &vec![
-            TaskletWait::Mutex { id: 1, holder: Some(1) },
-            TaskletWait::Mutex { id: 0, holder: Some(0) },
+            TaskletWait::Mutex {
+                id: 1,
+                holder: Some(1)
+            },
+            TaskletWait::Mutex {
+                id: 0,
+                holder: Some(0)
+            },
         ]
     );
     let text = e.to_string();
-    assert!(text.contains("tasklet 0 waits for mutex 1, held by tasklet 1"), "{text}");
-    assert!(text.contains("tasklet 1 waits for mutex 0, held by tasklet 0"), "{text}");
+    assert!(
+        text.contains("tasklet 0 waits for mutex 1, held by tasklet 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tasklet 1 waits for mutex 0, held by tasklet 0"),
+        "{text}"
+    );
 }
 
 /// Tasklet 0 returns early; the others wait at a barrier forever.
@@ -215,7 +307,11 @@ fn a_barrier_that_never_fills_is_a_deadlock() {
             expected: 3
         }
     );
-    assert!(e.to_string().contains("waits at barrier 3 (2 of 3 arrived)"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("waits at barrier 3 (2 of 3 arrived)"),
+        "{e}"
+    );
 }
 
 /// Unlocks a mutex it never locked; or uses an id beyond the atomic bits.
@@ -235,7 +331,14 @@ impl Kernel for BadMutex {
 
 #[test]
 fn mutex_misuse_is_an_error() {
-    let e = launch(&BadMutex { id: 2, lock_first: false }, 1).unwrap_err();
+    let e = launch(
+        &BadMutex {
+            id: 2,
+            lock_first: false,
+        },
+        1,
+    )
+    .unwrap_err();
     assert_eq!(
         e,
         KernelError::MutexNotHeld {
@@ -244,7 +347,14 @@ fn mutex_misuse_is_an_error() {
             holder: None
         }
     );
-    let e = launch(&BadMutex { id: 256, lock_first: true }, 1).unwrap_err();
+    let e = launch(
+        &BadMutex {
+            id: 256,
+            lock_first: true,
+        },
+        1,
+    )
+    .unwrap_err();
     assert_eq!(
         e,
         KernelError::SyncId {
@@ -273,5 +383,8 @@ fn a_system_launch_reports_the_lowest_failing_dpu() {
     let mut system = System::new(&m);
     let e = system.launch(&FailsOnDpu2, 4).unwrap_err();
     assert_eq!(e.dpu, 2);
-    assert!(e.to_string().starts_with("DPU 2: tasklet 0: MRAM access"), "{e}");
+    assert!(
+        e.to_string().starts_with("DPU 2: tasklet 0: MRAM access"),
+        "{e}"
+    );
 }

@@ -34,7 +34,10 @@ fn a_few_dpus_are_bound_by_the_per_dpu_rate() {
     sizes[0] = 1_000_000;
     sizes[1] = 1_000_000;
     // 2 MB at 6.68 GB/s is below 1 MB at 0.33 GB/s = 3,030,303,030.3 ps.
-    assert_eq!(host.push_parallel(&sizes).time, Time(100_000_000 + 3_030_303_031));
+    assert_eq!(
+        host.push_parallel(&sizes).time,
+        Time(100_000_000 + 3_030_303_031)
+    );
 }
 
 #[test]

@@ -53,7 +53,14 @@ fn machine_file(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
 #[test]
 fn out_of_range_values_name_the_override_and_key() {
     let o = with_set("machine.dpu.max_tasklets=0");
-    assert_bad(&o, &["--set machine.dpu.max_tasklets=0", "dpu.max_tasklets", "between 1"]);
+    assert_bad(
+        &o,
+        &[
+            "--set machine.dpu.max_tasklets=0",
+            "dpu.max_tasklets",
+            "between 1",
+        ],
+    );
     let o = with_set("machine.dpu.clock_mhz=-350");
     assert_bad(&o, &["dpu.clock_mhz"]);
     let o = with_set("machine.transfer.cpu_dpu_gb_per_s_per_rank=0");
@@ -71,7 +78,10 @@ fn inexact_per_byte_costs_are_refused_not_rounded() {
 #[test]
 fn an_engine_busy_longer_than_its_latency_is_refused() {
     let o = with_set("machine.dma.occupancy_fixed_cycles=500");
-    assert_bad(&o, &["dma.occupancy_fixed_cycles", "longer than its latency"]);
+    assert_bad(
+        &o,
+        &["dma.occupancy_fixed_cycles", "longer than its latency"],
+    );
 }
 
 #[test]
@@ -97,7 +107,10 @@ fn a_file_missing_a_section_names_the_file_and_the_key() {
         t.replace("issue_slots_per_cycle = 1", "issue_slots_per_cycle = 0")
     });
     let o = pimdes(&["microbench", "mram", "--machine", path.to_str().unwrap()]);
-    assert_bad(&o, &["bad-value.toml", "dpu.pipeline.issue_slots_per_cycle"]);
+    assert_bad(
+        &o,
+        &["bad-value.toml", "dpu.pipeline.issue_slots_per_cycle"],
+    );
 }
 
 #[test]
@@ -110,5 +123,11 @@ fn a_machine_too_small_for_the_benchmark_is_bad_input() {
 #[test]
 fn an_unknown_suite_lists_the_known_ones() {
     let o = pimdes(&["microbench", "gups"]);
-    assert_bad(&o, &["unknown microbenchmark `gups`", "arithmetic, mram, stream, transfer, all"]);
+    assert_bad(
+        &o,
+        &[
+            "unknown microbenchmark `gups`",
+            "arithmetic, mram, stream, transfer, all",
+        ],
+    );
 }

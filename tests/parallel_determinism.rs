@@ -61,7 +61,10 @@ fn simulate(threads: usize) -> (pimdes::system::BatchReport, Vec<Vec<u64>>) {
             .collect();
         d.mram_mut().write_u64s(0, &words);
     }
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
     let report = pool.install(|| system.launch(&WorkQueue, 11)).unwrap();
     let outputs = system
         .dpus()
@@ -96,7 +99,12 @@ fn a_system_launch_is_identical_on_one_and_several_threads() {
 #[test]
 fn microbenchmark_records_are_identical_on_one_and_several_threads() {
     let m = common::machine(&[]);
-    let pool = |n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap();
+    let pool = |n| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap()
+    };
     for suite in ["mram", "stream", "transfer"] {
         let one = pool(1).install(|| microbench::run(suite, &m).unwrap().unwrap());
         let four = pool(4).install(|| microbench::run(suite, &m).unwrap().unwrap());
