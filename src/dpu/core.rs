@@ -13,8 +13,11 @@
 //! of `1/S` instruction, with `S = lcm(I, 1..=max_tasklets)`, so every rate is an integer
 //! number of units per cycle and nothing is rounded except a completion time, which is
 //! rounded up to a whole cycle. A compute of `n` instructions started when the virtual work
-//! was `V0` finishes when `V` reaches `V0 + n*S`; one event (`ComputeDone`) is kept for the
-//! earliest such finish and moved whenever `R` changes. This is the round-robin schedule
+//! was `V0` finishes when `V` reaches `V0 + n*S`; the pipeline keeps one pending completion
+//! (`pipeline_next`) for the earliest such finish and moves it whenever `R` changes. It is
+//! kept beside the event queue rather than in it (the queue then holds only DMA
+//! completions and wake-ups), which halves the queue traffic; the executor takes whichever
+//! is earlier, and at equal times the queue's events first. This is the round-robin schedule
 //! averaged over a rotation: it gives exactly `11 n` cycles for one tasklet and `R n` cycles
 //! for `R >= 11` tasklets of `n` instructions each.
 //!
@@ -38,13 +41,10 @@ use std::collections::VecDeque;
 /// Upper bound on events of one launch: a kernel that loops forever is stopped, not hung.
 pub const MAX_EVENTS_PER_LAUNCH: u64 = 1 << 40;
 
+/// A queued event: tasklet `.0`'s DMA completed, or it was granted a mutex or released
+/// from a barrier. (Compute completions are the pipeline's, see `pipeline_next`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Event {
-    /// A tasklet's DMA completed, or it was granted a mutex or released from a barrier.
-    Wake(u32),
-    /// The earliest computing tasklet(s) finished their instructions.
-    ComputeDone,
-}
+pub(crate) struct Wake(pub(crate) u32);
 
 /// A blocking request from a tasklet.
 #[derive(Debug, Clone, Copy)]
@@ -91,12 +91,20 @@ pub(crate) struct Core {
     pub(crate) dpu: u32,
     pub(crate) tasklets: u32,
     pub(crate) now: u64,
-    pub(crate) queue: EventQueue<Event, u64>,
+    pub(crate) queue: EventQueue<Wake, u64>,
+    /// When the earliest computing tasklet finishes (the pipeline's one pending event).
+    pub(crate) pipeline_next: Option<u64>,
     // Pipeline (fluid round-robin).
     scale: u128,
+    /// `rates[r]`: work units per cycle of each of `r` computing tasklets.
+    rates: Vec<u128>,
     virtual_work: u128,
     virtual_at: u64,
     computing: Vec<(u128, u32)>,
+    /// The smallest virtual finish in `computing`.
+    first_finish: Option<u128>,
+    /// Virtual finish of each tasklet's last compute (to order simultaneous finishers).
+    finished_at: Vec<u128>,
     // DMA engine.
     dma_free_at: u64,
     // Synchronisation.
@@ -109,6 +117,8 @@ pub(crate) struct Core {
     pub(crate) finish_cycle: Vec<u64>,
     pub(crate) wram: Vec<u8>,
     pub(crate) heap_next: u64,
+    /// WRAM address of the kernel's globals.
+    pub(crate) globals: u32,
     pub(crate) mram: Mram,
     pub(crate) stats: LaunchStats,
 }
@@ -125,17 +135,28 @@ impl Core {
         }
         let atomics = params.atomic_bits as usize;
         let stacks = tasklets as u64 * params.stack_bytes_per_tasklet as u64;
+        let cap = scale / params.tasklet_issue_interval_cycles as u128;
+        let rates = (0..=tasklets as u128)
+            .map(|r| match r {
+                0 => 0,
+                r => cap.min(scale * params.issue_slots_per_cycle as u128 / r),
+            })
+            .collect();
         Core {
+            rates,
             params: params.clone(),
             dpu,
             tasklets,
             now: 0,
-            // At most one pending wake per tasklet plus the compute event.
-            queue: EventQueue::new(tasklets as usize + 1),
+            // At most one pending wake per tasklet.
+            queue: EventQueue::new(tasklets as usize),
+            pipeline_next: None,
             scale,
             virtual_work: 0,
             virtual_at: 0,
             computing: Vec::with_capacity(tasklets as usize),
+            first_finish: None,
+            finished_at: vec![0; tasklets as usize],
             dma_free_at: 0,
             mutex_owner: vec![None; atomics],
             mutex_waiters: vec![VecDeque::new(); atomics],
@@ -145,16 +166,16 @@ impl Core {
             finish_cycle: vec![0; tasklets as usize],
             wram: vec![0; params.wram_size_bytes as usize],
             heap_next: stacks,
+            globals: stacks as u32,
             mram,
             stats: LaunchStats::default(),
         }
     }
 
-    /// Work units per cycle of each computing tasklet when `r` compute.
+    /// Work units per cycle of each computing tasklet when `r` compute (precomputed: u128
+    /// division is slow).
     fn rate(&self, r: usize) -> u128 {
-        let per_tasklet_cap = self.scale / self.params.tasklet_issue_interval_cycles as u128;
-        let shared = self.scale * self.params.issue_slots_per_cycle as u128 / r as u128;
-        per_tasklet_cap.min(shared)
+        self.rates[r]
     }
 
     /// Brings the virtual work up to `now` at the rate of the current computing set.
@@ -166,20 +187,19 @@ impl Core {
         self.virtual_at = self.now;
     }
 
-    /// Moves the `ComputeDone` event to the earliest finish of the computing set.
-    fn reschedule_compute(&mut self) -> Result<(), KernelError> {
-        match self.computing.iter().map(|&(f, _)| f).min() {
-            None => {
-                self.queue.cancel(&Event::ComputeDone);
-            }
-            Some(first) => {
-                let left = first.saturating_sub(self.virtual_work);
-                let dt = left.div_ceil(self.rate(self.computing.len()));
-                let dt = u64::try_from(dt).expect("compute time fits u64 cycles");
-                self.queue.schedule(Event::ComputeDone, self.now + dt)?;
-            }
-        }
-        Ok(())
+    /// Moves the pipeline's pending completion to the earliest finish of the computing set
+    /// (`first_finish`, kept up to date by the callers).
+    fn reschedule_compute(&mut self) {
+        self.pipeline_next = self.first_finish.map(|first| {
+            let left = first.saturating_sub(self.virtual_work);
+            let rate = self.rate(self.computing.len());
+            // u64 division when it fits (nearly always): u128 division is slow.
+            let dt = match (u64::try_from(left), u64::try_from(rate)) {
+                (Ok(l), Ok(r)) => l.div_ceil(r),
+                _ => u64::try_from(left.div_ceil(rate)).expect("compute time fits u64 cycles"),
+            };
+            self.now + dt
+        });
     }
 
     fn start_compute(&mut self, tasklet: u32, instructions: u64) -> Result<bool, KernelError> {
@@ -190,31 +210,43 @@ impl Core {
         self.advance();
         let finish = self.virtual_work + instructions as u128 * self.scale;
         self.computing.push((finish, tasklet));
+        self.first_finish = Some(self.first_finish.map_or(finish, |f| f.min(finish)));
         self.state[tasklet as usize] = State::Computing;
-        self.reschedule_compute()?;
+        self.reschedule_compute();
         Ok(false)
     }
 
-    /// Handles a `ComputeDone` event: returns the tasklets that finished, in the order
-    /// (finish, tasklet id).
-    pub(crate) fn finish_computes(&mut self) -> Result<Vec<u32>, KernelError> {
+    /// Handles the pipeline's completion: puts the tasklets that finished into `done`, in
+    /// the order (finish, tasklet id), and marks them woken.
+    pub(crate) fn finish_computes(&mut self, done: &mut Vec<u32>) {
         self.advance();
         let v = self.virtual_work;
-        let mut done: Vec<(u128, u32)> = Vec::new();
-        self.computing.retain(|&(f, t)| {
-            if f <= v {
-                done.push((f, t));
-                false
+        done.clear();
+        // Few tasklets finish at once; sort the finishers by (finish, id) in place.
+        let mut i = 0;
+        while i < self.computing.len() {
+            if self.computing[i].0 <= v {
+                let (f, t) = self.computing.swap_remove(i);
+                let at = done
+                    .iter()
+                    .position(|&u| (f, t) < (self.finish_of(u), u))
+                    .unwrap_or(done.len());
+                self.finished_at[t as usize] = f;
+                done.insert(at, t);
             } else {
-                true
+                i += 1;
             }
-        });
-        done.sort_unstable();
-        self.reschedule_compute()?;
-        for &(_, t) in &done {
-            self.state[t as usize] = State::Running;
         }
-        Ok(done.into_iter().map(|(_, t)| t).collect())
+        self.first_finish = self.computing.iter().map(|&(f, _)| f).min();
+        self.reschedule_compute();
+        for &t in done.iter() {
+            self.state[t as usize] = State::Running;
+            self.woken[t as usize] = true;
+        }
+    }
+
+    fn finish_of(&self, tasklet: u32) -> u128 {
+        self.finished_at[tasklet as usize]
     }
 
     /// Lets a tasklet whose wait ended (mutex granted, barrier released) go on, paying the
@@ -226,7 +258,7 @@ impl Core {
 
     fn wake_now(&mut self, tasklet: u32, instructions: u64) -> Result<(), KernelError> {
         if self.grant(tasklet, instructions)? {
-            self.queue.schedule(Event::Wake(tasklet), self.now)?;
+            self.queue.schedule(Wake(tasklet), self.now)?;
         }
         Ok(())
     }
@@ -318,7 +350,7 @@ impl Core {
         let d = &self.params.dma;
         if size_bytes < d.min_size_bytes
             || size_bytes > d.max_size_bytes
-            || size_bytes % d.alignment_bytes != 0
+            || !size_bytes.is_multiple_of(d.alignment_bytes)
         {
             return Err(KernelError::DmaSize {
                 tasklet,
@@ -329,7 +361,9 @@ impl Core {
                 multiple: d.alignment_bytes,
             });
         }
-        if mram_addr % d.alignment_bytes as u64 != 0 || wram_addr % d.alignment_bytes != 0 {
+        if !mram_addr.is_multiple_of(d.alignment_bytes as u64)
+            || !wram_addr.is_multiple_of(d.alignment_bytes)
+        {
             return Err(KernelError::DmaAlignment {
                 tasklet,
                 direction,
@@ -366,7 +400,7 @@ impl Core {
         self.stats.dma_busy_cycles += occupancy;
         let done = start + d.latency_cycles(direction, size_bytes);
         self.state[tasklet as usize] = State::Dma;
-        self.queue.schedule(Event::Wake(tasklet), done)?;
+        self.queue.schedule(Wake(tasklet), done)?;
         Ok(false)
     }
 

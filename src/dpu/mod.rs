@@ -51,7 +51,7 @@ pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
 pub use mram::Mram;
 pub use tasklet::{Tasklet, Wait};
 
-use self::core::{Core, Event};
+use self::core::{Core, Wake};
 use crate::engine::{Cycles, Time};
 use crate::machine::{DpuParams, InstructionCosts};
 use std::cell::RefCell;
@@ -124,9 +124,9 @@ pub trait Kernel: Sync {
         256
     }
 
-    /// Bytes of the program's global variables, placed in WRAM after the tasklets' stacks
-    /// and before the heap; every tasklet finds them at [`Tasklet::globals`].
-    fn globals_bytes(&self) -> u32 {
+    /// Bytes of WRAM for the program's globals (C's `.data`/`.bss`), shared by all tasklets
+    /// at [`Tasklet::globals`], zeroed at launch.
+    fn wram_globals_bytes(&self) -> u32 {
         0
     }
 
@@ -210,7 +210,7 @@ impl Dpu {
             });
         }
         let stacks = tasklets as u64 * p.stack_bytes_per_tasklet as u64;
-        let globals = (kernel.globals_bytes() as u64).next_multiple_of(8);
+        let globals = (kernel.wram_globals_bytes() as u64).next_multiple_of(8);
         if stacks + globals > p.wram_size_bytes as u64 {
             return Err(KernelError::WramOverflow {
                 what: format!(
@@ -224,6 +224,8 @@ impl Dpu {
         }
         let mram = std::mem::take(&mut self.mram);
         let mut core = Core::new(p, self.index, tasklets, mram);
+        // WRAM layout: stacks, then globals, then the mem_alloc heap.
+        core.globals = stacks as u32;
         core.heap_next = stacks + globals;
         let core = Rc::new(RefCell::new(core));
         let result = run(kernel, &core, tasklets);
@@ -280,37 +282,44 @@ fn run<K: Kernel>(
         poll(t, &mut futures)?;
     }
     let mut events = 0u64;
+    let mut done = Vec::with_capacity(tasklets as usize);
     loop {
-        let next = core.borrow_mut().queue.pop();
-        let Some((time, event)) = next else { break };
-        events += 1;
-        if events > MAX_EVENTS_PER_LAUNCH {
-            return Err(KernelError::EventLimit {
-                limit: MAX_EVENTS_PER_LAUNCH,
-            });
-        }
-        let woken = {
+        // The earlier of the queue's next event and the pipeline's next completion; the
+        // queue first at equal times.
+        let woken_one = {
             let mut c = core.borrow_mut();
-            debug_assert!(time >= c.now, "time went backwards");
-            c.now = time;
-            match event {
-                Event::Wake(t) => {
-                    c.resume(t);
-                    Wake::One(t)
-                }
-                Event::ComputeDone => {
-                    let done = c.finish_computes()?;
-                    for &t in &done {
-                        c.resume(t);
-                    }
-                    Wake::Many(done)
-                }
+            let queued = c.queue.peek_time();
+            let pipeline = c.pipeline_next;
+            let from_queue = match (queued, pipeline) {
+                (None, None) => break,
+                (Some(q), Some(p)) => q <= p,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+            };
+            events += 1;
+            if events > MAX_EVENTS_PER_LAUNCH {
+                return Err(KernelError::EventLimit {
+                    limit: MAX_EVENTS_PER_LAUNCH,
+                });
+            }
+            if from_queue {
+                let (time, Wake(t)) = c.queue.pop().expect("peeked");
+                assert!(time >= c.now, "time went backwards");
+                c.now = time;
+                c.resume(t);
+                Some(t)
+            } else {
+                let time = pipeline.expect("checked");
+                assert!(time >= c.now, "time went backwards");
+                c.now = time;
+                c.finish_computes(&mut done);
+                None
             }
         };
-        match woken {
-            Wake::One(t) => poll(t, &mut futures)?,
-            Wake::Many(ts) => {
-                for t in ts {
+        match woken_one {
+            Some(t) => poll(t, &mut futures)?,
+            None => {
+                for &t in &done {
                     poll(t, &mut futures)?;
                 }
             }
@@ -328,9 +337,4 @@ fn run<K: Kernel>(
     c.stats.events = events;
     let cycles = c.finish_cycle.iter().copied().max().unwrap_or(0);
     Ok((cycles, c.stats.clone(), c.finish_cycle.clone()))
-}
-
-enum Wake {
-    One(u32),
-    Many(Vec<u32>),
 }

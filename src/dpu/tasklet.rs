@@ -77,6 +77,12 @@ impl Tasklet {
         self.dpu
     }
 
+    /// WRAM address of the kernel's globals ([`super::Kernel::wram_globals_bytes`] bytes,
+    /// 8-byte aligned, shared by all tasklets: guard them with a mutex).
+    pub fn globals(&self) -> u32 {
+        self.core.borrow().globals
+    }
+
     /// The current cycle of this DPU (the SDK's `perfcounter_get()`).
     pub fn cycle(&self) -> u64 {
         self.core.borrow().now
@@ -134,13 +140,6 @@ impl Tasklet {
         self.wait(Request::Barrier(id))
     }
 
-    /// WRAM address of the program's global variables ([`super::Kernel::globals_bytes`]),
-    /// the same for every tasklet.
-    pub fn globals(&self) -> u32 {
-        let core = self.core.borrow();
-        self.tasklets * core.params.stack_bytes_per_tasklet
-    }
-
     /// `mem_alloc(size)`: reserves `size_bytes` of WRAM heap (8-byte aligned, shared by all
     /// tasklets, never freed during the launch); returns its WRAM address.
     pub fn mem_alloc(&self, size_bytes: u32) -> Result<u32, KernelError> {
@@ -161,7 +160,7 @@ impl Tasklet {
     }
 
     fn checked<const N: usize>(&self, core: &Core, addr: u32) -> Result<usize, KernelError> {
-        if addr as usize % N != 0 {
+        if !(addr as usize).is_multiple_of(N) {
             return Err(KernelError::WramMisaligned {
                 tasklet: self.id,
                 addr,

@@ -149,17 +149,15 @@ fn pick<T: ?Sized>(
     })
 }
 
+/// The policy of each stage of a batch.
+pub type Stages = (
+    Box<dyn RoutingPolicy>,
+    Box<dyn EvaluationPolicy>,
+    Box<dyn PostprocessingPolicy>,
+);
+
 /// The three policies the workload names.
-pub fn policies_of(
-    workload: &Workload,
-) -> Result<
-    (
-        Box<dyn RoutingPolicy>,
-        Box<dyn EvaluationPolicy>,
-        Box<dyn PostprocessingPolicy>,
-    ),
-    InputError,
-> {
+pub fn policies_of(workload: &Workload) -> Result<Stages, InputError> {
     Ok((
         pick(
             routing_policies(),

@@ -94,7 +94,7 @@ struct Own {
 const GLOBALS_BYTES: u32 = HEADER_BYTES as u32 + 2 * NODE_BYTES as u32 + 8;
 
 impl Kernel for ForestKernel {
-    fn globals_bytes(&self) -> u32 {
+    fn wram_globals_bytes(&self) -> u32 {
         GLOBALS_BYTES
     }
 

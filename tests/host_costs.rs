@@ -1,0 +1,93 @@
+//! The host model's timing rules against numbers worked out by hand, on the PrIM machine:
+//! call 100 us, launch 150 us, ownership switch 67 us per rank, CPU->DPU 0.33 GB/s per DPU
+//! and 6.68 GB/s per rank, broadcast 16.88 GB/s per rank, host cap 25 GB/s, host CPU
+//! 60 ns per query routed, 10 ns per result merged, 0.25 ns per byte packed, 32 threads.
+
+mod common;
+
+use pimdes::engine::Time;
+use pimdes::host::{Direction, Host, HostWork};
+
+fn one_rank() -> Host {
+    Host::new(&common::machine(&["ranks=1", "usable_dpus=64"]))
+}
+
+#[test]
+fn a_parallel_transfer_with_unequal_sizes_costs_the_padded_size() {
+    let host = one_rank();
+    let mut sizes = vec![1_000_000u64; 64];
+    sizes[17] = 2_000_000;
+    let cost = host.push_parallel(&sizes);
+    // Every DPU of the rank gets 2,000,000 bytes: 128 MB at 6.68 GB/s = 19,161,676,646.7 ps,
+    // rounded up, plus the 100 us call.
+    assert_eq!(cost.moved_bytes, 128_000_000);
+    assert_eq!(cost.payload_bytes, 65_000_000);
+    assert_eq!(cost.time, Time(100_000_000 + 19_161_676_647));
+    // Exactly what equal 2 MB buffers cost.
+    assert_eq!(host.push_parallel(&[2_000_000; 64]).time, cost.time);
+}
+
+#[test]
+fn a_few_dpus_are_bound_by_the_per_dpu_rate() {
+    let host = one_rank();
+    let mut sizes = vec![0u64; 64];
+    sizes[0] = 1_000_000;
+    sizes[1] = 1_000_000;
+    // 2 MB at 6.68 GB/s is below 1 MB at 0.33 GB/s = 3,030,303,030.3 ps.
+    assert_eq!(
+        host.push_parallel(&sizes).time,
+        Time(100_000_000 + 3_030_303_031)
+    );
+}
+
+#[test]
+fn serial_transfers_add_up_one_call_per_dpu() {
+    let host = one_rank();
+    let mut sizes = vec![0u64; 64];
+    sizes[0] = 1_000_000;
+    sizes[5] = 1_000_000;
+    let cost = host.serial(Direction::CpuDpu, &sizes);
+    assert_eq!(cost.time, Time(2 * (100_000_000 + 3_030_303_031)));
+}
+
+#[test]
+fn a_broadcast_is_bound_by_the_broadcast_rate_of_the_rank() {
+    let host = one_rank();
+    // 64 x 1 MB at 16.88 GB/s = 3,791,469,194.3 ps (above 1 MB at 0.33 GB/s).
+    let cost = host.broadcast(&[true; 64], 1_000_000);
+    assert_eq!(cost.time, Time(100_000_000 + 3_791_469_195));
+    assert_eq!(cost.moved_bytes, 64_000_000);
+}
+
+#[test]
+fn the_host_cap_bounds_a_whole_system_transfer() {
+    let m = common::machine(&[]);
+    let host = Host::new(&m);
+    // 2,556 MB in all at 25 GB/s = 102.24 ms, above one rank's 64 MB at 6.68 GB/s.
+    let cost = host.push_parallel(&vec![1_000_000; m.dpus as usize]);
+    assert_eq!(cost.time, Time(100_000_000 + 102_240_000_000));
+}
+
+#[test]
+fn a_launch_waits_for_the_slowest_dpu() {
+    let host = one_rank();
+    // 350,000,000 cycles at 350 MHz = 1 s, plus the 150 us launch.
+    let t = host.launch(&[100, 350_000_000, 5]);
+    assert_eq!(t, Time(150_000_000 + 1_000_000_000_000));
+    assert_eq!(host.ownership_switch(3), Time(3 * 67_000_000));
+}
+
+#[test]
+fn host_cpu_work_is_spread_over_the_threads_it_may_use() {
+    let host = one_rank();
+    let work = HostWork {
+        queries_routed: 1000,
+        results_merged: 500,
+        bytes_packed: 4000,
+    };
+    // 1000 x 60 + 500 x 10 + 4000 x 0.25 = 66,000 ns.
+    assert_eq!(host.cpu(work, 1), Time(66_000_000));
+    assert_eq!(host.cpu(work, 4), Time(16_500_000));
+    // At most the host's 32 threads.
+    assert_eq!(host.cpu(work, 1000), Time(2_062_500));
+}

@@ -1,0 +1,133 @@
+//! Bad machine-model values, through `pimdes microbench`: each is an error on stderr naming
+//! the file or the override and the dotted key, exit code 2, nothing on stdout.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn pimdes(args: &[&str]) -> Outcome {
+    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[track_caller]
+fn assert_bad(o: &Outcome, needles: &[&str]) {
+    assert_eq!(o.code, Some(2), "exit code; stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty(), "no partial output, got: {}", o.stdout);
+    assert!(o.stderr.starts_with("error: "), "stderr: {}", o.stderr);
+    for n in needles {
+        assert!(o.stderr.contains(n), "stderr lacks {n:?}: {}", o.stderr);
+    }
+}
+
+fn with_set(set: &str) -> Outcome {
+    pimdes(&["microbench", "mram", "--set", set])
+}
+
+/// The PrIM machine file with `edit` applied, in a temporary directory.
+fn machine_file(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("machines/upmem-2556-350mhz.toml"),
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("pimdes-machine-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+#[test]
+fn out_of_range_values_name_the_override_and_key() {
+    let o = with_set("machine.dpu.max_tasklets=0");
+    assert_bad(
+        &o,
+        &[
+            "--set machine.dpu.max_tasklets=0",
+            "dpu.max_tasklets",
+            "between 1",
+        ],
+    );
+    let o = with_set("machine.dpu.clock_mhz=-350");
+    assert_bad(&o, &["dpu.clock_mhz"]);
+    let o = with_set("machine.transfer.cpu_dpu_gb_per_s_per_rank=0");
+    assert_bad(&o, &["transfer.cpu_dpu_gb_per_s_per_rank"]);
+    let o = with_set("machine.dma.alignment_bytes=12");
+    assert_bad(&o, &["dma.alignment_bytes", "power of two"]);
+}
+
+#[test]
+fn inexact_per_byte_costs_are_refused_not_rounded() {
+    let o = with_set("machine.dma.latency_cycles_per_byte=0.0005");
+    assert_bad(&o, &["dma.latency_cycles_per_byte", "multiple of 0.001"]);
+}
+
+#[test]
+fn an_engine_busy_longer_than_its_latency_is_refused() {
+    let o = with_set("machine.dma.occupancy_fixed_cycles=500");
+    assert_bad(
+        &o,
+        &["dma.occupancy_fixed_cycles", "longer than its latency"],
+    );
+}
+
+#[test]
+fn unknown_keys_and_wrong_types_name_the_key() {
+    let o = with_set("machine.dma.alpha=77");
+    assert_bad(&o, &["--set machine.dma.alpha=77", "alpha"]);
+    let o = with_set("machine.dpu.clock_mhz=fast");
+    assert_bad(&o, &["dpu.clock_mhz"]);
+    let o = pimdes(&["microbench", "mram", "--set", "queries.skew=1"]);
+    assert_bad(&o, &["--set queries.skew=1", "machine keys"]);
+}
+
+#[test]
+fn a_file_missing_a_section_names_the_file_and_the_key() {
+    let path = machine_file("no-dma.toml", |t| {
+        let start = t.find("[dma]").unwrap();
+        let end = t.find("[transfer]").unwrap();
+        format!("{}{}", &t[..start], &t[end..])
+    });
+    let o = pimdes(&["microbench", "mram", "--machine", path.to_str().unwrap()]);
+    assert_bad(&o, &["no-dma.toml", "dma"]);
+    let path = machine_file("bad-value.toml", |t| {
+        t.replace("issue_slots_per_cycle = 1", "issue_slots_per_cycle = 0")
+    });
+    let o = pimdes(&["microbench", "mram", "--machine", path.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &["bad-value.toml", "dpu.pipeline.issue_slots_per_cycle"],
+    );
+}
+
+#[test]
+fn a_machine_too_small_for_the_benchmark_is_bad_input() {
+    // 1 KiB of WRAM is all stack: the kernel cannot allocate its buffer.
+    let o = with_set("machine.dpu.wram_size_bytes=1024");
+    assert_bad(&o, &["DPU 0", "WRAM overflow"]);
+}
+
+#[test]
+fn an_unknown_suite_lists_the_known_ones() {
+    let o = pimdes(&["microbench", "gups"]);
+    assert_bad(
+        &o,
+        &[
+            "unknown microbenchmark `gups`",
+            "arithmetic, mram, stream, transfer, all",
+        ],
+    );
+}
