@@ -149,3 +149,45 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
     }
     s
 }
+
+/// One row per timed run.
+pub fn run_comparison(rows: &[crate::experiments::run::RunReport]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>5}  {:<16}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>6}  {:>6}  verified",
+        "skew",
+        "partitioner",
+        "batch ms",
+        "route",
+        "cpu>dpu",
+        "kernel",
+        "dpu>cpu",
+        "merge",
+        "Mquery/s",
+        "IF_q",
+        "IF_d"
+    );
+    for r in rows {
+        let b = &r.breakdown_us;
+        let ms = |us: f64| us / 1000.0;
+        let _ = writeln!(
+            s,
+            "{:>5.2}  {:<16}  {:>9.3}  {:>8.3}  {:>8.3}  {:>8.3}  {:>8.3}  {:>8.3}  {:>9.2}  {:>6.2}  {:>6.3}  {}",
+            r.config.workload.queries.skew,
+            r.partitioner,
+            ms(r.batch_time_us.mean),
+            ms(b.routing),
+            ms(b.cpu_to_dpu),
+            ms(b.dpu_kernel),
+            ms(b.dpu_to_cpu),
+            ms(b.postprocessing),
+            r.throughput_queries_per_s / 1e6,
+            r.imbalance.queries,
+            r.imbalance.data,
+            if r.answers_verified { "yes" } else { "NO" }
+        );
+    }
+    let _ = writeln!(s, "(times in ms: mean over the measured batches)");
+    s
+}
