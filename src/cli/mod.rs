@@ -96,34 +96,30 @@ fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
     Ok((machine, workload))
 }
 
-/// Looks up a partitioner by name; `origin` names where the name came from.
-fn find_partitioner(
-    name: &str,
-    origin: &str,
-    key: Option<&str>,
+/// The partitioner named by `--partitioner`, else by the workload's `partition.partitioner`;
+/// an unknown name is an error naming whichever gave it.
+fn choose_partitioner(
+    flag: &Option<String>,
+    workload: &Workload,
 ) -> Result<Box<dyn partition::Partitioner>, InputError> {
+    let name = flag.as_deref().unwrap_or(&workload.partitioner);
     partition::by_name(name).ok_or_else(|| {
-        InputError::new(
-            origin,
-            key,
-            format!(
-                "unknown partitioner `{name}`; expected one of: {}",
-                partition::names().join(", ")
-            ),
-        )
+        let reason = format!(
+            "unknown partitioner `{name}`; expected one of: {}",
+            partition::names().join(", ")
+        );
+        match flag {
+            Some(_) => InputError::plain("--partitioner", reason),
+            None => workload
+                .attribution
+                .error_at("partition.partitioner", reason),
+        }
     })
 }
 
 fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     let (machine, workload) = load_inputs(&args.common)?;
-    let partitioner = match &args.partitioner {
-        Some(name) => find_partitioner(name, "--partitioner", None)?,
-        None => find_partitioner(
-            &workload.partitioner,
-            &workload.attribution.origin,
-            Some("partition.partitioner"),
-        )?,
-    };
+    let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     let report = run_partition(&machine, &workload, partitioner.as_ref())?;
     for w in &report.warnings {
         eprintln!("warning: {w}");

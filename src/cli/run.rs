@@ -1,6 +1,6 @@
 //! `pimdes run`.
 
-use super::{CommonArgs, find_partitioner, load_inputs, table, write_stdout};
+use super::{CommonArgs, choose_partitioner, load_inputs, table, write_stdout};
 use crate::error::Error;
 use crate::experiments::run::{Progress, RunReport, Silent, run as run_experiment};
 use clap::Args;
@@ -60,14 +60,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
 
 pub fn run(args: RunArgs) -> Result<(), Error> {
     let (machine, workload) = load_inputs(&args.common)?;
-    let partitioner = match &args.partitioner {
-        Some(name) => find_partitioner(name, "--partitioner", None)?,
-        None => find_partitioner(
-            &workload.partitioner,
-            &workload.attribution.origin,
-            Some("partition.partitioner"),
-        )?,
-    };
+    let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let mut progress: Box<dyn Progress> = if show_progress {
         Box::new(Stderr)
