@@ -9,8 +9,15 @@ fn run(args: &[&str]) -> (i32, String) {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the binary runs");
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
 }
 
 fn keys(suite: &str, machine: Option<&str>) -> (usize, Vec<String>) {
@@ -38,14 +45,27 @@ fn records_have_the_listed_fields() {
     assert_eq!(n, 2 * 9, "read and write, 8 to 2,048 bytes");
     assert_eq!(
         k,
-        ["bandwidth_mb_per_s", "direction", "latency_cycles", "size_bytes", "tasklets"]
+        [
+            "bandwidth_mb_per_s",
+            "direction",
+            "latency_cycles",
+            "size_bytes",
+            "tasklets"
+        ]
     );
     let (_, k) = keys("stream", None);
     assert_eq!(k, ["bandwidth_mb_per_s", "kernel", "memory", "tasklets"]);
     let (_, k) = keys("transfer", None);
     assert_eq!(
         k,
-        ["bandwidth_gb_per_s", "direction", "dpus", "mode", "size_per_dpu_bytes", "time_us"]
+        [
+            "bandwidth_gb_per_s",
+            "direction",
+            "dpus",
+            "mode",
+            "size_per_dpu_bytes",
+            "time_us"
+        ]
     );
 }
 
@@ -62,6 +82,9 @@ fn tables_are_for_people() {
     let (code, text) = run(&["microbench", "mram"]);
     assert_eq!(code, 0);
     assert!(text.contains("MRAM <-> WRAM DMA, one tasklet"), "{text}");
-    let row = text.lines().find(|l| l.starts_with("read") && l.contains(" 2048 ")).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("read") && l.contains(" 2048 "))
+        .unwrap();
     assert!(row.contains("1101.0") && row.contains("651.04"), "{row}");
 }
