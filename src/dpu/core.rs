@@ -348,9 +348,9 @@ impl Core {
         size_bytes: u32,
     ) -> Result<bool, KernelError> {
         let d = &self.params.dma;
-        if size_bytes < d.min_size_bytes
-            || size_bytes > d.max_size_bytes
-            || !size_bytes.is_multiple_of(d.alignment_bytes)
+        // The alignment is a power of two (validated), so a mask replaces a division.
+        let mask = d.alignment_bytes - 1;
+        if size_bytes < d.min_size_bytes || size_bytes > d.max_size_bytes || size_bytes & mask != 0
         {
             return Err(KernelError::DmaSize {
                 tasklet,
@@ -361,9 +361,7 @@ impl Core {
                 multiple: d.alignment_bytes,
             });
         }
-        if !mram_addr.is_multiple_of(d.alignment_bytes as u64)
-            || !wram_addr.is_multiple_of(d.alignment_bytes)
-        {
+        if mram_addr & mask as u64 != 0 || wram_addr & mask != 0 {
             return Err(KernelError::DmaAlignment {
                 tasklet,
                 direction,
