@@ -2,7 +2,7 @@
 //! into WRAM and applies `x = x op scalar` to every element; only the WRAM loop is timed
 //! (between two barriers, as PrIM does with its perfcounter).
 
-use super::{Record, launch_one};
+use super::launch_one;
 use crate::dpu::{Kernel, KernelError, LaunchError, Op, Tasklet};
 use crate::machine::Machine;
 use rayon::prelude::*;
@@ -51,12 +51,6 @@ pub struct ArithmeticRecord {
     pub tasklets: u32,
     /// Millions of operations per second of one DPU.
     pub mops: f64,
-}
-
-impl From<ArithmeticRecord> for Record {
-    fn from(r: ArithmeticRecord) -> Record {
-        Record::Arithmetic(r)
-    }
 }
 
 fn op_code(op: ArithOp, ty: DataType) -> Op {
