@@ -98,6 +98,8 @@ pub(crate) struct Core {
     scale: u128,
     /// `rates[r]`: work units per cycle of each of `r` computing tasklets.
     rates: Vec<u128>,
+    /// `1.0 / rates[r]`, to estimate divisions (see `div_ceil_fast`).
+    inverse_rates: Vec<f64>,
     virtual_work: u128,
     virtual_at: u64,
     computing: Vec<(u128, u32)>,
@@ -123,16 +125,16 @@ pub(crate) struct Core {
     pub(crate) stats: LaunchStats,
 }
 
-/// `ceil(num / den)`, exactly. This division runs on every change of the computing set;
-/// a float division estimates the quotient (far faster than a 64-bit integer division on
-/// common x86 cores) and integer steps correct it to the exact ceiling. Below 2^53 the
-/// estimate is off by at most one, so the loops run at most twice.
-fn div_ceil_fast(num: u64, den: u64) -> u64 {
+/// `ceil(num / den)`, exactly, given `inv = 1.0 / den`. This division runs on every change
+/// of the computing set; a float multiplication by the precomputed reciprocal estimates the
+/// quotient (far faster than a 64-bit integer division) and integer steps correct it to the
+/// exact ceiling. Below 2^53 the estimate is off by at most a few units.
+fn div_ceil_fast(num: u64, den: u64, inv: f64) -> u64 {
     debug_assert!(den > 0);
     if num >= 1 << 53 {
         return num.div_ceil(den);
     }
-    let mut q = (num as f64 / den as f64) as u64;
+    let mut q = (num as f64 * inv) as u64;
     while q * den < num {
         q += 1;
     }
@@ -155,14 +157,19 @@ impl Core {
         let atomics = params.atomic_bits as usize;
         let stacks = tasklets as u64 * params.stack_bytes_per_tasklet as u64;
         let cap = scale / params.tasklet_issue_interval_cycles as u128;
-        let rates = (0..=tasklets as u128)
+        let rates: Vec<u128> = (0..=tasklets as u128)
             .map(|r| match r {
                 0 => 0,
                 r => cap.min(scale * params.issue_slots_per_cycle as u128 / r),
             })
             .collect();
+        let inverse_rates = rates
+            .iter()
+            .map(|&r: &u128| if r == 0 { 0.0 } else { 1.0 / r as f64 })
+            .collect();
         Core {
             rates,
+            inverse_rates,
             params: params.clone(),
             dpu,
             tasklets,
@@ -213,7 +220,7 @@ impl Core {
             let left = first.saturating_sub(self.virtual_work);
             let rate = self.rate(self.computing.len());
             let dt = match (u64::try_from(left), u64::try_from(rate)) {
-                (Ok(l), Ok(r)) => div_ceil_fast(l, r),
+                (Ok(l), Ok(r)) => div_ceil_fast(l, r, self.inverse_rates[self.computing.len()]),
                 _ => u64::try_from(left.div_ceil(rate)).expect("compute time fits u64 cycles"),
             };
             self.now + dt
@@ -496,10 +503,11 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             for &d in &dens {
                 for num in [x >> 11, x >> 30, x >> 50, (x >> 11) / d * d, 0, 1, d, d - 1] {
-                    assert_eq!(div_ceil_fast(num, d), num.div_ceil(d), "{num} / {d}");
+                    let inv = 1.0 / d as f64;
+                    assert_eq!(div_ceil_fast(num, d, inv), num.div_ceil(d), "{num} / {d}");
                 }
             }
         }
-        assert_eq!(div_ceil_fast(u64::MAX, 3), u64::MAX.div_ceil(3));
+        assert_eq!(div_ceil_fast(u64::MAX, 3, 1.0 / 3.0), u64::MAX.div_ceil(3));
     }
 }
