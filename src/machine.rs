@@ -376,7 +376,9 @@ fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
 fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputError> {
     let d = &raw.dpu;
     let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, 1.0, 10_000.0)?;
-    let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 64)?;
+    // At most 32: the pipeline's exact arithmetic works in units of 1/lcm(11, 1..=tasklets)
+    // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
+    let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 32)?;
     let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
     if wram % 8 != 0 {
         return Err(source.error_at(
@@ -391,7 +393,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         1,
         1 << 30,
     )?;
-    let atomic = in_range(source, "dpu.atomic_bits", d.atomic_bits, 1, 1 << 16)?;
+    let atomic = in_range(source, "dpu.atomic_bits", d.atomic_bits, 1, 4096)?;
     let stack = in_range(
         source,
         "dpu.stack_bytes_per_tasklet",

@@ -98,6 +98,8 @@ pub(crate) struct Core {
     scale: u128,
     /// `rates[r]`: work units per cycle of each of `r` computing tasklets.
     rates: Vec<u128>,
+    /// `1.0 / rates[r]`, to estimate divisions (see `div_ceil_fast`).
+    inverse_rates: Vec<f64>,
     virtual_work: u128,
     virtual_at: u64,
     computing: Vec<(u128, u32)>,
@@ -123,6 +125,25 @@ pub(crate) struct Core {
     pub(crate) stats: LaunchStats,
 }
 
+/// `ceil(num / den)`, exactly, given `inv = 1.0 / den`. This division runs on every change
+/// of the computing set; a float multiplication by the precomputed reciprocal estimates the
+/// quotient (far faster than a 64-bit integer division) and integer steps correct it to the
+/// exact ceiling. Below 2^53 the estimate is off by at most a few units.
+fn div_ceil_fast(num: u64, den: u64, inv: f64) -> u64 {
+    debug_assert!(den > 0);
+    if num >= 1 << 53 {
+        return num.div_ceil(den);
+    }
+    let mut q = (num as f64 * inv) as u64;
+    while q * den < num {
+        q += 1;
+    }
+    while q > 0 && (q - 1) * den >= num {
+        q -= 1;
+    }
+    q
+}
+
 fn gcd(a: u128, b: u128) -> u128 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -136,14 +157,19 @@ impl Core {
         let atomics = params.atomic_bits as usize;
         let stacks = tasklets as u64 * params.stack_bytes_per_tasklet as u64;
         let cap = scale / params.tasklet_issue_interval_cycles as u128;
-        let rates = (0..=tasklets as u128)
+        let rates: Vec<u128> = (0..=tasklets as u128)
             .map(|r| match r {
                 0 => 0,
                 r => cap.min(scale * params.issue_slots_per_cycle as u128 / r),
             })
             .collect();
+        let inverse_rates = rates
+            .iter()
+            .map(|&r: &u128| if r == 0 { 0.0 } else { 1.0 / r as f64 })
+            .collect();
         Core {
             rates,
+            inverse_rates,
             params: params.clone(),
             dpu,
             tasklets,
@@ -193,9 +219,8 @@ impl Core {
         self.pipeline_next = self.first_finish.map(|first| {
             let left = first.saturating_sub(self.virtual_work);
             let rate = self.rate(self.computing.len());
-            // u64 division when it fits (nearly always): u128 division is slow.
             let dt = match (u64::try_from(left), u64::try_from(rate)) {
-                (Ok(l), Ok(r)) => l.div_ceil(r),
+                (Ok(l), Ok(r)) => div_ceil_fast(l, r, self.inverse_rates[self.computing.len()]),
                 _ => u64::try_from(left.div_ceil(rate)).expect("compute time fits u64 cycles"),
             };
             self.now + dt
@@ -348,9 +373,9 @@ impl Core {
         size_bytes: u32,
     ) -> Result<bool, KernelError> {
         let d = &self.params.dma;
-        if size_bytes < d.min_size_bytes
-            || size_bytes > d.max_size_bytes
-            || !size_bytes.is_multiple_of(d.alignment_bytes)
+        // The alignment is a power of two (validated), so a mask replaces a division.
+        let mask = d.alignment_bytes - 1;
+        if size_bytes < d.min_size_bytes || size_bytes > d.max_size_bytes || size_bytes & mask != 0
         {
             return Err(KernelError::DmaSize {
                 tasklet,
@@ -361,9 +386,7 @@ impl Core {
                 multiple: d.alignment_bytes,
             });
         }
-        if !mram_addr.is_multiple_of(d.alignment_bytes as u64)
-            || !wram_addr.is_multiple_of(d.alignment_bytes)
-        {
+        if mram_addr & mask as u64 != 0 || wram_addr & mask != 0 {
             return Err(KernelError::DmaAlignment {
                 tasklet,
                 direction,
@@ -463,5 +486,28 @@ impl Core {
                 State::Finished => TaskletWait::Finished,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::div_ceil_fast;
+
+    #[test]
+    fn fast_ceiling_division_is_exact() {
+        let dens = [1u64, 2, 3, 7, 11, 12, 24, 486_748_080, 5_354_228_880];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for &d in &dens {
+                for num in [x >> 11, x >> 30, x >> 50, (x >> 11) / d * d, 0, 1, d, d - 1] {
+                    let inv = 1.0 / d as f64;
+                    assert_eq!(div_ceil_fast(num, d, inv), num.div_ceil(d), "{num} / {d}");
+                }
+            }
+        }
+        assert_eq!(div_ceil_fast(u64::MAX, 3, 1.0 / 3.0), u64::MAX.div_ceil(3));
     }
 }

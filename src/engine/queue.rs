@@ -67,14 +67,14 @@ impl<K: Hash + Eq + Debug, T: Ord + Copy + Debug + Default> EventQueue<K, T> {
         );
         let priority = Reverse((at, self.next_seq));
         self.next_seq += 1;
-        if self.heap.change_priority(&key, priority).is_none() {
-            if self.heap.len() >= self.capacity {
-                return Err(QueueFull {
-                    capacity: self.capacity,
-                });
-            }
-            self.heap.push(key, priority);
+        // `push` moves a pending key; only a new key needs room (checked only when full,
+        // so the common case costs one hash lookup).
+        if self.heap.len() >= self.capacity && !self.heap.contains(&key) {
+            return Err(QueueFull {
+                capacity: self.capacity,
+            });
         }
+        self.heap.push(key, priority);
         Ok(())
     }
 

@@ -13,8 +13,8 @@
 //! - **Serial** (`dpu_copy_to` per DPU): one call per DPU, one after the other:
 //!   `sum (call_fixed + size_i / dpu_rate)`.
 //! - **Broadcast**: the same buffer to every DPU of the set: per rank
-//!   `max(size / dpu_rate, n_r x size / broadcast_rate)`; the host reads the buffer once
-//!   per rank, which is what the cap sees.
+//!   `max(size / dpu_rate, n_r x size / broadcast_rate)`. The cap applies to the bytes
+//!   delivered, as for the other transfers (every DPU's copy crosses the memory bus).
 //! - **Launch**: `launch_fixed + the slowest DPU's cycles`. The first host read after a
 //!   launch pays the MRAM ownership switch, `ownership_switch_per_rank x ranks read`
 //!   ([`Host::ownership_switch`]); callers add it where their protocol pays it.
@@ -176,13 +176,11 @@ impl Host {
         let rank_rate = self.transfer.broadcast_bytes_per_s_per_rank;
         let mut slowest = Time::ZERO;
         let mut delivered = 0u64;
-        let mut ranks = 0u64;
         for rank in self.per_rank(&sizes) {
             let n = rank.iter().filter(|&&s| s > 0).count() as u64;
             if n == 0 || size_bytes == 0 {
                 continue;
             }
-            ranks += 1;
             delivered += n * size_bytes;
             let t = Time::for_bytes(size_bytes, dpu_rate)
                 .max(Time::for_bytes(n * size_bytes, rank_rate));
@@ -195,7 +193,7 @@ impl Host {
                 moved_bytes: 0,
             };
         }
-        let cap = Time::for_bytes(ranks * size_bytes, self.transfer.host_cap_bytes_per_s);
+        let cap = Time::for_bytes(delivered, self.transfer.host_cap_bytes_per_s);
         TransferCost {
             time: self.transfer.call_fixed + slowest.max(cap),
             payload_bytes: size_bytes,

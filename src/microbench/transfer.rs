@@ -39,27 +39,35 @@ fn sizes() -> Vec<u64> {
     s
 }
 
-/// DPU counts: 1, 2, 4, ... 64 (within the first rank), then the whole system.
-fn dpu_counts(machine: &Machine) -> Vec<u32> {
-    let mut counts: Vec<u32> = (0..7)
+/// The DPU sets: 1, 2, 4, ... 64 DPUs of one rank (the first of the fullest ranks, as
+/// PrIM measured on a full rank), then every DPU of the system.
+fn dpu_sets(machine: &Machine) -> Vec<(u32, Vec<bool>)> {
+    let per_rank = &machine.usable_dpus_per_rank;
+    let largest = per_rank.iter().copied().max().unwrap_or(0);
+    let rank = per_rank.iter().position(|&n| n == largest).unwrap_or(0) as u32;
+    let first = machine.first_dpu_of_rank(rank);
+    let mut sets: Vec<(u32, Vec<bool>)> = (0..7)
         .map(|i| 1u32 << i)
-        .filter(|&n| n <= machine.dpus)
+        .filter(|&n| n <= largest)
+        .map(|n| {
+            let set = (0..machine.dpus)
+                .map(|d| d >= first && d < first + n)
+                .collect();
+            (n, set)
+        })
         .collect();
-    if !counts.contains(&machine.dpus) {
-        counts.push(machine.dpus);
+    if sets.last().is_none_or(|(n, _)| *n != machine.dpus) {
+        sets.push((machine.dpus, vec![true; machine.dpus as usize]));
     }
-    counts
+    sets
 }
 
 pub fn transfer(machine: &Machine) -> Vec<TransferRecord> {
     let host = Host::new(machine);
     let mut records = Vec::new();
-    for dpus in dpu_counts(machine) {
+    for (dpus, in_set) in dpu_sets(machine) {
         for size in sizes() {
-            let sizes: Vec<u64> = (0..machine.dpus)
-                .map(|i| if i < dpus { size } else { 0 })
-                .collect();
-            let in_set: Vec<bool> = (0..machine.dpus).map(|i| i < dpus).collect();
+            let sizes: Vec<u64> = in_set.iter().map(|&b| if b { size } else { 0 }).collect();
             let mut push = |direction, mode, cost: TransferCost| {
                 records.push(TransferRecord {
                     direction,
