@@ -30,7 +30,7 @@ def update(path: pathlib.Path) -> bool:
             out.append(line)
             i += 1
             continue
-        if in_console and line.startswith("$ pimdes "):
+        if in_console and (line.startswith("$ pimdes ") or line.strip() == "$ pimdes"):
             out.append(line)
             i += 1
             old = []
