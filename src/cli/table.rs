@@ -41,6 +41,10 @@ pub fn partition_report(r: &PartitionReport) -> String {
             format!("{} / {:.1}", r.max_queries_per_dpu, r.mean_queries_per_dpu),
         ),
         (
+            "busiest DPU's queries on its hot tree",
+            format!("{:.0}%", 100.0 * r.bottleneck_hot_share),
+        ),
+        (
             "fits in MRAM",
             format!(
                 "{} (largest need {} of {} bytes, DPU {})",

@@ -58,6 +58,9 @@ pub struct PartitionReport {
     pub max_queries_per_dpu: u64,
     /// Mean queries per DPU per measured batch.
     pub mean_queries_per_dpu: f64,
+    /// Mean over the measured batches of the share of the most loaded DPU's queries that
+    /// reach its hot tree: near 1, hot partitions are the bottleneck; near 0, cold ones.
+    pub bottleneck_hot_share: f64,
     pub fits_in_mram: bool,
     pub mram: MramUse,
     pub reference_batch: u64,
@@ -68,28 +71,60 @@ pub struct PartitionReport {
     pub config: EffectiveConfig,
 }
 
-/// Queries per DPU in batch `index`: each query counts once on every DPU it reaches.
+/// Queries each DPU serves in one batch.
+pub struct DpuLoads {
+    /// Each query counts once on every DPU it reaches.
+    pub queries: Vec<u64>,
+    /// Of those, the queries that reach the DPU's hot tree.
+    pub hot: Vec<u64>,
+}
+
+impl DpuLoads {
+    /// The share of the most loaded DPU's queries that reach its hot tree (the lowest DPU
+    /// index among equals); 0 when no DPU has queries.
+    pub fn bottleneck_hot_share(&self) -> f64 {
+        let (dpu, &max) = self
+            .queries
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, q)| (*q, std::cmp::Reverse(i)))
+            .expect("at least one DPU");
+        if max == 0 {
+            0.0
+        } else {
+            self.hot[dpu] as f64 / max as f64
+        }
+    }
+}
+
+/// Queries per DPU in batch `index`.
 pub fn queries_per_dpu(
     table: &RoutingTable,
     queries: &QueryGenerator,
     index: u64,
     dpus: u32,
-) -> Vec<u64> {
-    let mut counts = vec![0u64; dpus as usize];
+) -> DpuLoads {
+    let mut loads = DpuLoads {
+        queries: vec![0u64; dpus as usize],
+        hot: vec![0u64; dpus as usize],
+    };
     let mut reached: Vec<u32> = Vec::with_capacity(8);
     queries.for_each(index, |q| {
         reached.clear();
         table.route(q.lo, q.hi, |entry| {
-            let dpu = table.target(entry).dpu;
-            if !reached.contains(&dpu) {
-                reached.push(dpu);
+            let t = table.target(entry);
+            if t.hot {
+                loads.hot[t.dpu as usize] += 1;
+            }
+            if !reached.contains(&t.dpu) {
+                reached.push(t.dpu);
             }
         });
         for &dpu in &reached {
-            counts[dpu as usize] += 1;
+            loads.queries[dpu as usize] += 1;
         }
     });
-    counts
+    loads
 }
 
 /// Max over mean of `loads` (1 when all are zero).
@@ -200,12 +235,18 @@ pub fn evaluate(
         ));
     }
 
-    let reference = queries_per_dpu(&table, &prepared.queries, 0, dpus);
+    let reference = queries_per_dpu(&table, &prepared.queries, 0, dpus).queries;
     let measured: Vec<u64> = workload.measured_batch_indices().collect();
-    let per_batch: Vec<Vec<u64>> = measured
+    let loads: Vec<DpuLoads> = measured
         .par_iter()
         .map(|&b| queries_per_dpu(&table, &prepared.queries, b, dpus))
         .collect();
+    let hot_share = loads
+        .iter()
+        .map(DpuLoads::bottleneck_hot_share)
+        .sum::<f64>()
+        / loads.len() as f64;
+    let per_batch: Vec<Vec<u64>> = loads.into_iter().map(|l| l.queries).collect();
     let if_per_batch: Vec<f64> = per_batch.iter().map(|c| imbalance_factor(c)).collect();
     let if_q = if_per_batch.iter().sum::<f64>() / if_per_batch.len() as f64;
     let max_queries = per_batch
@@ -230,6 +271,7 @@ pub fn evaluate(
         mean_pairs_per_dpu: workload.pairs as f64 / dpus as f64,
         max_queries_per_dpu: max_queries,
         mean_queries_per_dpu: total_queries as f64 / (dpus as f64 * measured.len() as f64),
+        bottleneck_hot_share: hot_share,
         fits_in_mram: dpus_over == 0,
         mram: MramUse {
             available_bytes: machine.mram_size_bytes,
