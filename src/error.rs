@@ -57,6 +57,12 @@ pub enum Error {
     /// little WRAM). Exit code 2: the machine description is the cause.
     #[error("{0}")]
     Kernel(#[from] crate::dpu::LaunchError),
+    /// The simulation failed for a reason that is not the input's (a kernel bug).
+    #[error("simulation failed: {0}")]
+    Simulation(String),
+    /// The DPUs' answers disagree with the plain reference.
+    #[error("answers not verified: {0}")]
+    Verification(String),
     /// Writing output failed.
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
@@ -66,7 +72,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input(_) | Error::Kernel(_) => EXIT_BAD_INPUT,
-            Error::Output { .. } => EXIT_FAILURE,
+            Error::Output { .. } | Error::Simulation(_) | Error::Verification(_) => EXIT_FAILURE,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod host;
 pub mod machine;
 pub mod microbench;
 pub mod partition;
+pub mod policies;
 pub mod rng;
 pub mod system;
 pub mod workload;

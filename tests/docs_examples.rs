@@ -41,7 +41,7 @@ fn examples() -> Vec<Example> {
                 if let Some(e) = current.take() {
                     out.push(e);
                 }
-                if cmd.starts_with("pimdes ") {
+                if cmd.starts_with("pimdes ") || cmd.trim() == "pimdes" {
                     current = Some(Example {
                         file: file.display().to_string(),
                         command: cmd.to_owned(),

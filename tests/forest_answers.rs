@@ -8,10 +8,13 @@ use pimdes::config::Override;
 use pimdes::experiments::partition::Prepared;
 use pimdes::forest::batch::{merge, route_batch};
 use pimdes::forest::build::{build_trees, chunk_key_range};
+use pimdes::forest::image::{DpuLayout, query_buffer, read_results, write_trees};
+use pimdes::forest::kernel::{ForestKernel, WorkSplit};
 use pimdes::forest::reference::{Answer, Reference};
 use pimdes::forest::tree::{Internal, Leaf, NO_LINK, TreeImage};
 use pimdes::machine::Machine;
 use pimdes::partition::{RoutingTable, by_name};
+use pimdes::system::System;
 use pimdes::workload::{Query, QueryKind, Workload};
 
 fn answer_on_tree(t: &TreeImage, kind: QueryKind, q: &Query) -> Answer {
@@ -105,6 +108,11 @@ fn check(kind: &str, partitioner: &str, extra: &[&str]) {
         }
     }
     let table = RoutingTable::new(&part, &prepared.data);
+    let mut system = System::new(&machine);
+    let layouts: Vec<DpuLayout> = trees.iter().map(DpuLayout::new).collect();
+    for ((dpu, l), t) in system.dpus_mut().iter_mut().zip(&layouts).zip(&trees) {
+        write_trees(dpu.mram_mut(), l, t);
+    }
     let mut crossing = 0;
     for (b, batch) in batches.iter().enumerate() {
         let (dpu_batches, stats) = route_batch(&table, batch, machine.dpus);
@@ -129,6 +137,40 @@ fn check(kind: &str, partitioner: &str, extra: &[&str]) {
         let answers = merge(workload.kind, &dpu_batches, &results, batch.len());
         let want = reference.answers(b);
         assert_eq!(answers, want, "{kind} {partitioner} batch {b}");
+        // The same batch through the timed DPU kernel, with both work splits.
+        for (dpu, (l, db)) in system
+            .dpus_mut()
+            .iter_mut()
+            .zip(layouts.iter().zip(&dpu_batches))
+        {
+            dpu.mram_mut()
+                .write(l.query_base, &query_buffer(workload.kind, db));
+        }
+        for split in [WorkSplit::Static, WorkSplit::Dynamic] {
+            let kernel = ForestKernel {
+                kind: workload.kind,
+                split,
+                dpus: layouts
+                    .iter()
+                    .zip(&trees)
+                    .zip(&dpu_batches)
+                    .map(|((l, t), db)| l.args(t, workload.kind, db.len() as u64))
+                    .collect(),
+            };
+            let report = system.launch(&kernel, 11).expect("the kernel runs");
+            assert!(report.slowest_cycles > 0);
+            let timed: Vec<Vec<Answer>> = system
+                .dpus()
+                .iter()
+                .zip(layouts.iter().zip(&dpu_batches))
+                .map(|(d, (l, db))| read_results(d.mram(), l, workload.kind, db.len() as u64))
+                .collect();
+            let answers = merge(workload.kind, &dpu_batches, &timed, batch.len());
+            assert_eq!(
+                answers, want,
+                "timed kernel, {split:?}: {kind} {partitioner} batch {b}"
+            );
+        }
         if workload.kind == QueryKind::RangeCountIf {
             assert!(
                 want.iter().filter(|a| a.is_some_and(|c| c > 0)).count() > batch.len() / 2,

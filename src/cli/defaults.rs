@@ -1,40 +1,76 @@
-//! The main job on embedded defaults (`cargo run --release` with no arguments).
+//! The main job on embedded defaults (`cargo run --release` with no arguments): the B+-Forest
+//! paper's headline comparison, scaled down to two ranks with the paper's per-DPU load.
 
 use super::{table, write_stdout};
 use crate::config::Override;
 use crate::error::Error;
 use crate::experiments::partition::{Prepared, evaluate};
+use crate::experiments::run::{Silent, run};
 use crate::machine::Machine;
 use crate::partition;
 use crate::workload::Workload;
+use std::io::IsTerminal;
 
 pub const DEFAULT_MACHINE: &str = include_str!("../../machines/paper-2rank.toml");
 pub const DEFAULT_WORKLOAD: &str = include_str!("../../workloads/quick-raq.toml");
-pub const DEFAULT_SKEWS: [f64; 4] = [0.6, 0.8, 1.0, 1.2];
+/// Skews of the imbalance table (every partitioner, no timing).
+pub const PARTITION_SKEWS: [f64; 4] = [0.6, 0.8, 1.0, 1.2];
+/// Skews and partitioners of the timed comparison.
+pub const RUN_SKEWS: [f64; 2] = [0.6, 1.0];
+pub const RUN_PARTITIONERS: [&str; 2] = ["ccp-capped", "qdd-double-scan"];
 
-/// Every partitioner at each default skew, on two ranks of the paper's machine (128 DPUs) with a
-/// scaled-down workload.
+fn workload_at(skew: f64) -> Result<Workload, Error> {
+    let o = [Override::parse(&format!("queries.skew={skew}"))?];
+    Ok(Workload::from_toml_str(
+        "<embedded workloads/quick-raq.toml>",
+        DEFAULT_WORKLOAD,
+        &o,
+    )?)
+}
+
 pub fn run_default() -> Result<(), Error> {
     let machine =
         Machine::from_toml_str("<embedded machines/paper-2rank.toml>", DEFAULT_MACHINE, &[])?;
-    let mut rows = Vec::new();
-    let mut header = String::new();
-    for skew in DEFAULT_SKEWS {
-        let o = [Override::parse(&format!("queries.skew={skew}"))?];
-        let workload =
-            Workload::from_toml_str("<embedded workloads/quick-raq.toml>", DEFAULT_WORKLOAD, &o)?;
-        if header.is_empty() {
-            header = format!(
-                "pimdes: partitioners of B+-Forest on {} ({} DPUs), {} pairs, {} {} queries per batch, alpha {}, seed {}\n(partitioning only; the timed simulator is not built yet)\n\n",
-                machine.name,
-                machine.dpus,
-                workload.pairs,
-                workload.batch_size,
-                workload.kind.name(),
-                workload.alpha,
-                workload.seed
-            );
+    let base = workload_at(1.0)?;
+    let mut out = format!(
+        "pimdes: B+-Forest on {} ({} DPUs, {} tasklets), {} pairs, {} {} queries per batch, alpha {}, seed {}\n\n",
+        machine.name,
+        machine.dpus,
+        base.tasklets,
+        base.pairs,
+        base.batch_size,
+        base.kind.name(),
+        base.alpha,
+        base.seed
+    );
+    let progress = std::io::stderr().is_terminal();
+    let total = RUN_SKEWS.len() * RUN_PARTITIONERS.len();
+    let mut timed = Vec::new();
+    for skew in RUN_SKEWS {
+        let workload = workload_at(skew)?;
+        for name in RUN_PARTITIONERS {
+            if progress {
+                eprint!(
+                    "\rpimdes: simulating {}/{total}: {name} at skew {skew}   ",
+                    timed.len() + 1
+                );
+            }
+            let p = partition::by_name(name).expect("default partitioners exist");
+            timed.push(run(&machine, &workload, p.as_ref(), &mut Silent)?);
         }
+    }
+    if progress {
+        eprintln!();
+    }
+    out.push_str(&format!(
+        "Batch time with {} warm-up and {} measured batches (every answer checked against a reference):\n",
+        base.warmup_batches, base.measured_batches
+    ));
+    out.push_str(&table::run_comparison(&timed));
+    out.push_str("\nImbalance of every partitioner (partitioning only, no timing):\n");
+    let mut rows = Vec::new();
+    for skew in PARTITION_SKEWS {
+        let workload = workload_at(skew)?;
         let prepared = Prepared::new(&machine, &workload)?;
         for p in partition::registry() {
             let partitioning = prepared.partition(p.as_ref(), &workload)?;
@@ -42,5 +78,6 @@ pub fn run_default() -> Result<(), Error> {
             rows.push((skew, report));
         }
     }
-    write_stdout(&(header + &table::comparison(&rows)))
+    out.push_str(&table::comparison(&rows));
+    write_stdout(&out)
 }

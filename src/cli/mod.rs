@@ -4,6 +4,7 @@
 
 mod defaults;
 mod microbench;
+mod run;
 mod table;
 
 use crate::config::Override;
@@ -32,6 +33,9 @@ pub struct Cli {
 enum Command {
     /// Partition the data with one partitioner and report data and query imbalance (no timing).
     Partition(PartitionArgs),
+    /// Run B+-Forest end to end on the machine model: initialisation, warm-up and measured
+    /// batches, every answer checked against a plain reference.
+    Run(run::RunArgs),
     /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.
     Microbench(microbench::MicrobenchArgs),
 }
@@ -70,6 +74,7 @@ pub fn main() -> i32 {
         None => defaults::run_default(),
         Some(Command::Partition(args)) => partition_command(args),
         Some(Command::Microbench(args)) => microbench::run(args),
+        Some(Command::Run(args)) => run::run(args),
     };
     match result {
         Ok(()) => 0,
@@ -91,34 +96,30 @@ fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
     Ok((machine, workload))
 }
 
-/// Looks up a partitioner by name; `origin` names where the name came from.
-fn find_partitioner(
-    name: &str,
-    origin: &str,
-    key: Option<&str>,
+/// The partitioner named by `--partitioner`, else by the workload's `partition.partitioner`;
+/// an unknown name is an error naming whichever gave it.
+fn choose_partitioner(
+    flag: &Option<String>,
+    workload: &Workload,
 ) -> Result<Box<dyn partition::Partitioner>, InputError> {
+    let name = flag.as_deref().unwrap_or(&workload.partitioner);
     partition::by_name(name).ok_or_else(|| {
-        InputError::new(
-            origin,
-            key,
-            format!(
-                "unknown partitioner `{name}`; expected one of: {}",
-                partition::names().join(", ")
-            ),
-        )
+        let reason = format!(
+            "unknown partitioner `{name}`; expected one of: {}",
+            partition::names().join(", ")
+        );
+        match flag {
+            Some(_) => InputError::plain("--partitioner", reason),
+            None => workload
+                .attribution
+                .error_at("partition.partitioner", reason),
+        }
     })
 }
 
 fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     let (machine, workload) = load_inputs(&args.common)?;
-    let partitioner = match &args.partitioner {
-        Some(name) => find_partitioner(name, "--partitioner", None)?,
-        None => find_partitioner(
-            &workload.partitioner,
-            &workload.attribution.origin,
-            Some("partition.partitioner"),
-        )?,
-    };
+    let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     let report = run_partition(&machine, &workload, partitioner.as_ref())?;
     for w in &report.warnings {
         eprintln!("warning: {w}");

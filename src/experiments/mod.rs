@@ -2,3 +2,4 @@
 //! the machine, each returning a typed report.
 
 pub mod partition;
+pub mod run;

@@ -3,6 +3,8 @@
 
 pub mod batch;
 pub mod build;
+pub mod image;
+pub mod kernel;
 pub mod layout;
 pub mod reference;
 pub mod tree;

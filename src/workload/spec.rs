@@ -44,6 +44,49 @@ pub struct RawWorkload {
     pub partition: RawPartition,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deviation: Option<RawDeviation>,
+    #[serde(default)]
+    pub run: RawRun,
+}
+
+fn default_tasklets() -> u64 {
+    16
+}
+
+fn default_routing() -> String {
+    "host-binary-search".to_owned()
+}
+
+fn default_evaluation() -> String {
+    "tasklet-static".to_owned()
+}
+
+fn default_postprocessing() -> String {
+    "host-merge".to_owned()
+}
+
+/// How `pimdes run` executes batches: tasklets per DPU and the policy of each stage.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    #[serde(default = "default_tasklets")]
+    pub tasklets: u64,
+    #[serde(default = "default_routing")]
+    pub routing: String,
+    #[serde(default = "default_evaluation")]
+    pub evaluation: String,
+    #[serde(default = "default_postprocessing")]
+    pub postprocessing: String,
+}
+
+impl Default for RawRun {
+    fn default() -> Self {
+        RawRun {
+            tasklets: default_tasklets(),
+            routing: default_routing(),
+            evaluation: default_evaluation(),
+            postprocessing: default_postprocessing(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -127,6 +170,12 @@ pub struct Workload {
     pub count_both_ends: bool,
     pub double_scan_gates: bool,
     pub deviation: Option<Deviation>,
+    /// Tasklets per DPU in `pimdes run` (checked against the machine when it runs).
+    pub tasklets: u32,
+    /// Policy names of the three stages of a batch (checked by the run's registries).
+    pub routing: String,
+    pub evaluation: String,
+    pub postprocessing: String,
     /// The configuration this workload was built from, for the effective-config dump.
     pub raw: RawWorkload,
     /// Where each key came from, to name it in errors found later.
@@ -247,7 +296,21 @@ impl Workload {
                 })
             }
         };
+        let r = &raw.run;
+        if r.tasklets == 0 || r.tasklets > 1024 {
+            return err(
+                "run.tasklets",
+                format!(
+                    "{} must be at least 1 (and at most the machine's dpu.max_tasklets)",
+                    r.tasklets
+                ),
+            );
+        }
         Ok(Workload {
+            tasklets: r.tasklets as u32,
+            routing: r.routing.clone(),
+            evaluation: r.evaluation.clone(),
+            postprocessing: r.postprocessing.clone(),
             seed: raw.seed,
             pairs: d.pairs,
             value_domain: d.value_domain,

@@ -1,0 +1,335 @@
+//! B+-Forest's evaluation kernel on the DPU model: the DPU program that answers one batch.
+//!
+//! MRAM of a DPU (addresses 8-byte aligned): `[cold tree][hot tree][query buffer][result
+//! buffer]`. The query buffer is a 16-byte header (task, cold count, hot count, result
+//! offset; u32 each) and the cold then the hot query records; results are written in the
+//! same order.
+//!
+//! Per launch: tasklet 0 reads the header and caches the roots of both trees in WRAM, then
+//! all tasklets meet at a barrier. Each query is answered by descending from the cached root
+//! with one MRAM read per lower level (sized by the link's occupancy), then reading leaves
+//! one at a time along the sibling links until a key beyond the range appears. Queries are
+//! read from MRAM and results written back in blocks.
+//!
+//! Two work splits ([`WorkSplit`]): `static` gives each tasklet an equal contiguous share
+//! (by count) of the cold queries, then of the hot ones, as the paper's kernel does;
+//! `dynamic` has tasklets take blocks from a mutex-protected counter.
+//!
+//! Instruction counts of the code's basic blocks are estimates [est] of the compiled DPU C
+//! code; each constant below says what it stands for.
+
+use crate::dpu::{Kernel, KernelError, Op, Tasklet};
+use crate::forest::batch::{HEADER_BYTES, query_record_bytes, result_record_bytes};
+use crate::forest::layout::NODE_BYTES;
+use crate::forest::tree::{Internal, Leaf, Link, NO_LINK, internal_read_bytes, leaf_read_bytes};
+use crate::workload::QueryKind;
+
+/// Queries read (and results written) per DMA.
+pub const BLOCK_QUERIES: u32 = 16;
+/// Mutex guarding the shared work counter of the dynamic split.
+const COUNTER_MUTEX: u32 = 0;
+/// Barrier after tasklet 0 has read the header and roots.
+const START_BARRIER: u32 = 0;
+
+/// [est] Instructions per query outside the tree walk: loop control, loading the record's
+/// words from the WRAM block, storing the result.
+const PER_QUERY_INSTRUCTIONS: u64 = 16;
+/// [est] Instructions per node visited besides its key comparisons: decode the link
+/// (shift, mask), compute the node address and DMA size, set up the call.
+const PER_NODE_INSTRUCTIONS: u64 = 8;
+
+/// Where one tree lives in a DPU's MRAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TreeArgs {
+    /// MRAM address of node 0.
+    pub base: u64,
+    pub root: Link,
+    pub height: u32,
+}
+
+/// One DPU's arguments (its global variables, set by the host before the launch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpuArgs {
+    pub cold: TreeArgs,
+    pub hot: Option<TreeArgs>,
+    /// MRAM address of the query buffer (its header first).
+    pub query_base: u64,
+    /// MRAM address of the result buffer.
+    pub result_base: u64,
+}
+
+/// How tasklets share a DPU's queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkSplit {
+    /// Equal contiguous shares by count, cold queries then hot ones.
+    Static,
+    /// Blocks of [`BLOCK_QUERIES`] taken from a mutex-protected counter.
+    Dynamic,
+}
+
+/// The kernel of one launch on every DPU.
+pub struct ForestKernel {
+    pub kind: QueryKind,
+    pub split: WorkSplit,
+    /// Indexed by global DPU index.
+    pub dpus: Vec<DpuArgs>,
+}
+
+/// WRAM addresses shared by all tasklets of a DPU.
+struct Shared {
+    header: u32,
+    cold_root: u32,
+    hot_root: u32,
+    counter: u32,
+}
+
+/// WRAM addresses owned by one tasklet.
+struct Own {
+    node: u32,
+    queries: u32,
+    results: u32,
+}
+
+/// Bytes of the program's global variables: header copy, two cached roots, the counter.
+const GLOBALS_BYTES: u32 = HEADER_BYTES as u32 + 2 * NODE_BYTES as u32 + 8;
+
+impl Kernel for ForestKernel {
+    fn wram_globals_bytes(&self) -> u32 {
+        GLOBALS_BYTES
+    }
+
+    fn iram_instructions(&self) -> u32 {
+        // [est] descent, leaf scan, block I/O and the three query kinds: about 1,500
+        // instructions of compiled C, well within the 4,096 of IRAM.
+        1500
+    }
+
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        let args = &self.dpus[t.dpu() as usize];
+        let rec = query_record_bytes(self.kind) as u32;
+        let res = result_record_bytes(self.kind) as u32;
+        // The program's globals (header copy, cached roots, work counter) sit at the start
+        // of WRAM's data section, as a C program's global variables would.
+        let g = t.globals();
+        let shared = Shared {
+            header: g,
+            cold_root: g + HEADER_BYTES as u32,
+            hot_root: g + HEADER_BYTES as u32 + NODE_BYTES as u32,
+            counter: g + HEADER_BYTES as u32 + 2 * NODE_BYTES as u32,
+        };
+        if t.id() == 0 {
+            t.mram_read(args.query_base, shared.header, HEADER_BYTES as u32)
+                .await?;
+            read_node(t, &args.cold, args.cold.root, shared.cold_root).await?;
+            if let Some(hot) = &args.hot {
+                read_node(t, hot, hot.root, shared.hot_root).await?;
+            }
+            t.wram_write_u64(shared.counter, 0)?;
+        }
+        t.barrier_wait(START_BARRIER).await?;
+        let own = Own {
+            node: t.mem_alloc(NODE_BYTES as u32)?,
+            queries: t.mem_alloc(BLOCK_QUERIES * rec)?,
+            results: t.mem_alloc(BLOCK_QUERIES * res)?,
+        };
+        let n_cold = t.wram_read_u32(shared.header + 4)? as u64;
+        let n_hot = t.wram_read_u32(shared.header + 8)? as u64;
+        let ctx = Ctx {
+            kernel: self,
+            args,
+            shared: &shared,
+            own: &own,
+            rec,
+            res,
+            n_cold,
+        };
+        match self.split {
+            WorkSplit::Static => {
+                let share = |n: u64| {
+                    let (id, tl) = (t.id() as u64, t.tasklets() as u64);
+                    (n * id / tl, n * (id + 1) / tl)
+                };
+                let (a, b) = share(n_cold);
+                ctx.answer_range(t, a, b).await?;
+                let (a, b) = share(n_hot);
+                ctx.answer_range(t, n_cold + a, n_cold + b).await?;
+            }
+            WorkSplit::Dynamic => loop {
+                t.mutex_lock(COUNTER_MUTEX).await?;
+                let next = t.wram_read_u64(shared.counter)?;
+                t.wram_write_u64(shared.counter, next + BLOCK_QUERIES as u64)?;
+                // [est] load, add, store of the counter.
+                t.compute(3).await?;
+                t.mutex_unlock(COUNTER_MUTEX).await?;
+                let total = n_cold + n_hot;
+                if next >= total {
+                    break;
+                }
+                let end = (next + BLOCK_QUERIES as u64).min(total);
+                // A block never mixes trees: cut it at the cold/hot boundary.
+                if next < n_cold && end > n_cold {
+                    ctx.answer_range(t, next, n_cold).await?;
+                    ctx.answer_range(t, n_cold, end).await?;
+                } else {
+                    ctx.answer_range(t, next, end).await?;
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+/// Reads the node `link` points to into WRAM `to`: one DMA of its used bytes.
+async fn read_node(t: &Tasklet, tree: &TreeArgs, link: Link, to: u32) -> Result<(), KernelError> {
+    let leaf = tree.height == 1 || is_leaf_level(tree, link);
+    let size = if leaf {
+        leaf_read_bytes(link.used())
+    } else {
+        internal_read_bytes(link.used())
+    };
+    t.mram_read(tree.base + link.offset_bytes(), to, size as u32)
+        .await
+}
+
+/// Whether `link` is the root of a one-level tree (the only case a root is a leaf).
+fn is_leaf_level(tree: &TreeArgs, link: Link) -> bool {
+    tree.height == 1 && link == tree.root
+}
+
+struct Ctx<'a> {
+    kernel: &'a ForestKernel,
+    args: &'a DpuArgs,
+    shared: &'a Shared,
+    own: &'a Own,
+    rec: u32,
+    res: u32,
+    n_cold: u64,
+}
+
+impl Ctx<'_> {
+    /// Answers records `[from, to)` of the query buffer (all cold or all hot).
+    async fn answer_range(&self, t: &Tasklet, from: u64, to: u64) -> Result<(), KernelError> {
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(BLOCK_QUERIES as u64) as u32;
+            let q_addr = self.args.query_base + HEADER_BYTES + at * self.rec as u64;
+            t.mram_read(q_addr, self.own.queries, n * self.rec).await?;
+            for i in 0..n {
+                let words = self.rec / 8;
+                let mut q = [0u64; 3];
+                t.wram_read_u64s(self.own.queries + i * self.rec, &mut q[..words as usize])?;
+                let hot = at >= self.n_cold;
+                let answer = self.answer(t, hot, q).await?;
+                let r_addr = self.own.results + i * self.res;
+                t.wram_write_u64(r_addr, answer.0)?;
+                if self.res == 16 {
+                    t.wram_write_u64(r_addr + 8, answer.1)?;
+                }
+                t.compute(PER_QUERY_INSTRUCTIONS).await?;
+            }
+            let r_addr = self.args.result_base + at * self.res as u64;
+            t.mram_write(self.own.results, r_addr, n * self.res).await?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// One query on one tree: (answer word, second word of a 16-byte result).
+    async fn answer(&self, t: &Tasklet, hot: bool, q: [u64; 3]) -> Result<(u64, u64), KernelError> {
+        let kind = self.kernel.kind;
+        let (lo, hi, value) = match kind {
+            QueryKind::Get => (q[0], q[0], 0),
+            QueryKind::RangeCountIf => (q[0], q[1], q[2]),
+            QueryKind::RangeMax => (q[0], q[1], 0),
+        };
+        let (tree, root_wram) = if hot {
+            let tree = self
+                .args
+                .hot
+                .as_ref()
+                .ok_or_else(|| t.fail("a hot query arrived on a DPU without a hot tree"))?;
+            (tree, self.shared.hot_root)
+        } else {
+            (&self.args.cold, self.shared.cold_root)
+        };
+        let per_key = t.cost(Op::WramAccess) + t.cost(Op::SubI64) + t.cost(Op::Alu);
+        // Descend: the root from WRAM, each lower level with one MRAM read.
+        let mut link = tree.root;
+        let mut node_wram = root_wram;
+        for level in 1..tree.height {
+            let (child, compared) =
+                t.with_wram(node_wram, internal_read_bytes(link.used()) as u32, |b| {
+                    Internal::new(b, link.used()).child_for(lo)
+                })?;
+            t.compute(PER_NODE_INSTRUCTIONS + per_key * compared as u64)
+                .await?;
+            link = child;
+            node_wram = self.own.node;
+            let size = if level + 1 == tree.height {
+                leaf_read_bytes(link.used())
+            } else {
+                internal_read_bytes(link.used())
+            };
+            t.mram_read(tree.base + link.offset_bytes(), node_wram, size as u32)
+                .await?;
+        }
+        // Scan leaves from the one holding `lo` until a key beyond `hi`.
+        let (mut count, mut max, mut seen) = (0u64, 0u64, 0u64);
+        let mut first_leaf = true;
+        loop {
+            let size = leaf_read_bytes(link.used()) as u32;
+            if !first_leaf {
+                t.mram_read(tree.base + link.offset_bytes(), self.own.node, size)
+                    .await?;
+                node_wram = self.own.node;
+            }
+            first_leaf = false;
+            let (next, done, examined, found) = t.with_wram(node_wram, size, |b| {
+                let leaf = Leaf::new(b);
+                let mut examined = 0u64;
+                let mut found = None;
+                for i in 0..leaf.pairs() {
+                    examined += 1;
+                    let k = leaf.key(i);
+                    if k > hi {
+                        return (leaf.next(), true, examined, found);
+                    }
+                    if k >= lo {
+                        let v = leaf.value(i);
+                        match kind {
+                            QueryKind::Get => {
+                                found = Some(v);
+                                return (leaf.next(), true, examined, found);
+                            }
+                            QueryKind::RangeCountIf => count += (v == value) as u64,
+                            QueryKind::RangeMax => {
+                                max = max.max(v);
+                                seen += 1;
+                            }
+                        }
+                    }
+                }
+                (leaf.next(), false, examined, found)
+            })?;
+            // Per pair: load the key, compare with both ends, load and test the value.
+            let per_pair = 2 * t.cost(Op::WramAccess)
+                + 2 * t.cost(Op::SubI64)
+                + 2 * t.cost(Op::Alu)
+                + t.cost(Op::AddI64);
+            t.compute(PER_NODE_INSTRUCTIONS + per_pair * examined)
+                .await?;
+            if let Some(v) = found {
+                return Ok((v, 1));
+            }
+            if done || next == NO_LINK {
+                break;
+            }
+            link = next;
+        }
+        match kind {
+            QueryKind::Get => Err(t.fail(format!("get of key {lo}: the key is not in its tree"))),
+            QueryKind::RangeCountIf => Ok((count, 0)),
+            QueryKind::RangeMax => Ok((max, seen)),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! `pimdes run` end to end on small configurations: verified answers for every query kind,
+//! determinism across thread counts, a batch bound by its slowest DPU, and bad input.
+
+use pimdes::config::Override;
+use pimdes::experiments::run::{RunReport, Silent, run};
+use pimdes::machine::Machine;
+use pimdes::partition::by_name;
+use pimdes::workload::Workload;
+use std::process::Command;
+
+/// 16 DPUs in one rank of the paper's server.
+fn machine() -> Machine {
+    let o = ["machine.ranks=1", "machine.usable_dpus=16"].map(|s| Override::parse(s).unwrap());
+    Machine::from_toml_str(
+        "paper-2rank.toml",
+        include_str!("../machines/paper-2rank.toml"),
+        &o,
+    )
+    .unwrap()
+}
+
+fn workload(extra: &[&str]) -> Workload {
+    let mut o = vec![
+        "data.pairs=60000",
+        "queries.batch_size=2000",
+        "batches.warmup=1",
+        "batches.measured=2",
+        "partition.alpha=4",
+    ];
+    o.extend_from_slice(extra);
+    let o: Vec<Override> = o.iter().map(|s| Override::parse(s).unwrap()).collect();
+    Workload::from_toml_str("tiny.toml", include_str!("../workloads/tiny.toml"), &o).unwrap()
+}
+
+fn run_with(w: &Workload, partitioner: &str) -> RunReport {
+    run(
+        &machine(),
+        w,
+        by_name(partitioner).unwrap().as_ref(),
+        &mut Silent,
+    )
+    .unwrap()
+}
+
+#[test]
+fn answers_are_verified_for_every_kind_and_policy() {
+    for kind in ["get", "range-count-if", "range-max"] {
+        for evaluation in ["tasklet-static", "tasklet-dynamic"] {
+            let w = workload(&[
+                &format!("queries.kind={kind}"),
+                &format!("run.evaluation={evaluation}"),
+                "queries.range_pairs=400",
+            ]);
+            let r = run_with(&w, "qdd-double-scan");
+            assert!(r.answers_verified, "{kind} {evaluation}");
+            assert_eq!(r.policies.evaluation.name, evaluation);
+            if kind != "get" {
+                // Ranges of 400 pairs cross partitions.
+                assert!(r.policies.routing.metrics["fragments_per_query"] > 1.0);
+            }
+        }
+    }
+}
+
+#[test]
+fn breakdown_adds_up_to_the_batch_time() {
+    let r = run_with(&workload(&[]), "ccp-capped");
+    let b = &r.breakdown_us;
+    let sum = b.routing + b.cpu_to_dpu + b.dpu_kernel + b.dpu_to_cpu + b.postprocessing;
+    assert!(
+        (sum - r.batch_time_us.mean).abs() < 1e-6 * sum,
+        "{sum} vs {}",
+        r.batch_time_us.mean
+    );
+    assert!((r.throughput_queries_per_s - 2000.0 / (r.batch_time_us.mean * 1e-6)).abs() < 1e-6);
+}
+
+/// Everything but the `host` block.
+fn deterministic_part(r: &RunReport) -> String {
+    let mut v = serde_json::to_value(r).unwrap();
+    v.as_object_mut().unwrap().remove("host");
+    serde_json::to_string(&v).unwrap()
+}
+
+#[test]
+fn same_seed_same_report_on_one_and_several_threads() {
+    let w = workload(&["run.evaluation=tasklet-dynamic"]);
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let many = rayon::ThreadPoolBuilder::new()
+        .num_threads(4)
+        .build()
+        .unwrap();
+    let a = one.install(|| deterministic_part(&run_with(&w, "qdd-double-scan")));
+    let b = many.install(|| deterministic_part(&run_with(&w, "qdd-double-scan")));
+    assert_eq!(a, b);
+    assert_eq!(a, deterministic_part(&run_with(&w, "qdd-double-scan")));
+}
+
+#[test]
+fn a_batch_waits_for_its_slowest_dpu() {
+    // Prefix 0 of 2^24 prefixes takes all but 2^-50 of the queries at skew 50, and it lies
+    // in DPU 0's base partition: with data-balanced partitioning every query goes to DPU 0.
+    let w = workload(&[
+        "queries.prefix_bits=24",
+        "queries.skew=50",
+        "queries.range_pairs=1",
+        "batches.measured=1",
+    ]);
+    let m = machine();
+    let r = run_with(&w, "data-balanced");
+    assert!(
+        (r.imbalance.queries - 16.0).abs() < 1e-9,
+        "all queries on one DPU: IF_q {}",
+        r.imbalance.queries
+    );
+    let launch_us = m.transfer.launch_fixed.as_us_f64();
+    // The kernel stage is the launch cost plus the slowest DPU (histogram: 3 significant digits).
+    let slowest = r.breakdown_us.dpu_kernel - launch_us;
+    assert!(
+        (slowest - r.dpu_kernel_us.max).abs() <= 0.002 * slowest,
+        "{slowest} vs {}",
+        r.dpu_kernel_us.max
+    );
+    // The idle DPUs finish far earlier.
+    assert!(r.dpu_kernel_us.p50 * 20.0 < r.dpu_kernel_us.max);
+    // Spreading the same queries (double scan) makes the batch faster.
+    let spread = run_with(&w, "qdd-double-scan");
+    assert!(spread.breakdown_us.dpu_kernel < r.breakdown_us.dpu_kernel);
+}
+
+fn pimdes(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn data_that_does_not_fit_fails_before_simulating() {
+    let out = std::env::temp_dir().join(format!("pimdes-run-{}.json", std::process::id()));
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "machine.dpu.mram_size_bytes=65536",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("does not fit in MRAM: DPU"), "{err}");
+    assert!(
+        err.contains("needs") && err.contains("but has 65536"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+    assert!(!out.exists(), "nothing written at --out");
+}
+
+#[test]
+fn bad_run_settings_are_input_errors() {
+    let base = [
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+    ];
+    for (set, needle) in [
+        ("run.tasklets=25", "at most 24 (dpu.max_tasklets)"),
+        ("run.tasklets=0", "`run.tasklets`"),
+        ("run.evaluation=magic", "unknown policy `magic`"),
+        ("run.routing=magic", "`run.routing`"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&["--set", set]);
+        let o = pimdes(&args);
+        assert_eq!(o.status.code(), Some(2), "{set}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{set}: {err}");
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn out_file_holds_the_json_report() {
+    let out = std::env::temp_dir().join(format!("pimdes-run-ok-{}.json", std::process::id()));
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "machine.ranks=1",
+        "--set",
+        "machine.usable_dpus=16",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for key in [
+        "batch_time_us",
+        "breakdown_us",
+        "init_us",
+        "throughput_queries_per_s",
+        "imbalance",
+        "dpu_kernel_us",
+        "answers_verified",
+        "seed",
+        "version",
+        "config",
+        "host",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(v["answers_verified"], true);
+    std::fs::remove_file(&out).unwrap();
+}
