@@ -144,7 +144,10 @@ fn host_data_larger_than_mram_is_an_error() {
         .try_write(60 << 20, &vec![1u8; 8 << 20])
         .unwrap_err();
     assert_eq!(e.size_bytes, 8 << 20);
-    assert!(e.to_string().contains("beyond the 67108864-byte MRAM"), "{e}");
+    assert!(
+        e.to_string().contains("beyond the 67108864-byte MRAM"),
+        "{e}"
+    );
     // Nothing was written.
     assert_eq!(dpu.mram().resident_bytes(), 0);
 }
