@@ -134,3 +134,20 @@ fn a_kernel_larger_than_iram_is_an_error() {
         }
     );
 }
+
+#[test]
+fn host_data_larger_than_mram_is_an_error() {
+    let m = common::machine(&[]);
+    let mut dpu = Dpu::new(&m.dpu, 0);
+    let e = dpu
+        .mram_mut()
+        .try_write(60 << 20, &vec![1u8; 8 << 20])
+        .unwrap_err();
+    assert_eq!(e.size_bytes, 8 << 20);
+    assert!(
+        e.to_string().contains("beyond the 67108864-byte MRAM"),
+        "{e}"
+    );
+    // Nothing was written.
+    assert_eq!(dpu.mram().resident_bytes(), 0);
+}

@@ -38,8 +38,10 @@ use crate::engine::EventQueue;
 use crate::machine::{DmaDirection, DpuParams};
 use std::collections::VecDeque;
 
-/// Upper bound on events of one launch: a kernel that loops forever is stopped, not hung.
-pub const MAX_EVENTS_PER_LAUNCH: u64 = 1 << 40;
+/// Upper bound on events of one launch (about 4 minutes of simulation at 20 M events/s):
+/// a kernel that loops forever is stopped with an error, not hung. Real launches need
+/// orders of magnitude fewer.
+pub const MAX_EVENTS_PER_LAUNCH: u64 = 1 << 32;
 
 /// A queued event: tasklet `.0`'s DMA completed, or it was granted a mutex or released
 /// from a barrier. (Compute completions are the pipeline's, see `pipeline_next`.)

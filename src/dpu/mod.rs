@@ -48,7 +48,7 @@ mod tasklet;
 
 pub use self::core::{LaunchStats, MAX_EVENTS_PER_LAUNCH};
 pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
-pub use mram::Mram;
+pub use mram::{Mram, MramOverflow};
 pub use tasklet::{Tasklet, Wait};
 
 use self::core::{Core, Wake};

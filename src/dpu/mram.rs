@@ -1,6 +1,17 @@
 //! [`Mram`]: a DPU's MRAM as a sparse, lazily allocated byte store, so that thousands of
 //! simulated 64 MiB banks cost only the pages a workload touches.
 
+/// A host access beyond the end of a DPU's MRAM.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "MRAM overflow: {size_bytes} bytes at {addr:#x} end beyond the {mram_size_bytes}-byte MRAM"
+)]
+pub struct MramOverflow {
+    pub addr: u64,
+    pub size_bytes: u64,
+    pub mram_size_bytes: u64,
+}
+
 /// Page size of the sparse store. 64 KiB keeps the page table of a 64 MiB bank at 1,024
 /// slots while a touched page costs little.
 const PAGE_BYTES: usize = 64 * 1024;
@@ -36,8 +47,38 @@ impl Mram {
             .is_some_and(|end| end <= self.size_bytes)
     }
 
-    /// Copies `out.len()` bytes at `addr` into `out`. The range must be inside the bank
-    /// (callers check with [`contains`](Self::contains) and report an error otherwise).
+    fn check(&self, addr: u64, size: usize) -> Result<(), MramOverflow> {
+        if self.contains(addr, size as u64) {
+            Ok(())
+        } else {
+            Err(MramOverflow {
+                addr,
+                size_bytes: size as u64,
+                mram_size_bytes: self.size_bytes,
+            })
+        }
+    }
+
+    /// [`read`](Self::read), or an error if the range is not inside the bank.
+    pub fn try_read(&self, addr: u64, out: &mut [u8]) -> Result<(), MramOverflow> {
+        self.check(addr, out.len())?;
+        self.read(addr, out);
+        Ok(())
+    }
+
+    /// [`write`](Self::write), or an error if the range is not inside the bank (host code
+    /// placing data should use this, so that data larger than MRAM is an error).
+    pub fn try_write(&mut self, addr: u64, data: &[u8]) -> Result<(), MramOverflow> {
+        self.check(addr, data.len())?;
+        self.write(addr, data);
+        Ok(())
+    }
+
+    /// Copies `out.len()` bytes at `addr` into `out`.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not inside the bank; use [`try_read`](Self::try_read) when it may not be.
     pub fn read(&self, addr: u64, out: &mut [u8]) {
         assert!(
             self.contains(addr, out.len() as u64),
@@ -56,8 +97,12 @@ impl Mram {
         }
     }
 
-    /// Writes `data` at `addr`, allocating pages on first touch. The range must be inside
-    /// the bank.
+    /// Writes `data` at `addr`, allocating pages on first touch.
+    ///
+    /// # Panics
+    ///
+    /// If the range is not inside the bank; use [`try_write`](Self::try_write) when it may
+    /// not be.
     pub fn write(&mut self, addr: u64, data: &[u8]) {
         assert!(
             self.contains(addr, data.len() as u64),
@@ -113,5 +158,8 @@ mod tests {
         m.read((60 << 20) as u64, &mut far);
         assert_eq!(far, [0; 8]);
         assert!(!m.contains(64 << 20, 1));
+        let e = m.try_write((64 << 20) - 4, &[0; 8]).unwrap_err();
+        assert_eq!(e.mram_size_bytes, 64 << 20);
+        assert!(m.try_read(0, &mut [0; 8]).is_ok());
     }
 }
