@@ -87,36 +87,20 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
         })
         .collect();
     if !arithmetic.is_empty() {
-        let cols = [1, 2, 4, 8, 11, 12, 16, 24];
         let _ = writeln!(s, "\narithmetic throughput, MOPS per DPU, by tasklets");
-        let _ = write!(s, "{:<14}", "op type");
-        for c in cols {
-            let _ = write!(s, "{c:>9}");
-        }
-        s.push('\n');
-        for chunk in arithmetic.chunk_by(|a, b| a.op == b.op && a.data_type == b.data_type) {
-            let name = serde_json::to_value((chunk[0].op, chunk[0].data_type)).expect("names");
-            let _ = write!(
-                s,
-                "{:<14}",
-                format!(
-                    "{} {}",
-                    name[0].as_str().unwrap_or(""),
-                    name[1].as_str().unwrap_or("")
-                )
-            );
-            for c in cols {
-                match chunk.iter().find(|a| a.tasklets == c) {
-                    Some(a) => {
-                        let _ = write!(s, "{:>9.2}", a.mops);
-                    }
-                    None => {
-                        let _ = write!(s, "{:>9}", "-");
-                    }
-                }
-            }
-            s.push('\n');
-        }
+        pivot_by_tasklets(
+            &mut s,
+            &arithmetic,
+            PivotColumns {
+                label: "op type",
+                label_width: 14,
+                value_width: 9,
+                tasklets: &[1, 2, 4, 8, 11, 12, 16, 24],
+            },
+            |a, b| a.op == b.op && a.data_type == b.data_type,
+            |a| names((a.op, a.data_type)),
+            |a| (a.tasklets, a.mops),
+        );
     }
     let mram: Vec<_> = records
         .iter()
@@ -152,36 +136,20 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
         })
         .collect();
     if !stream.is_empty() {
-        let cols = [1, 2, 4, 8, 11, 16];
         let _ = writeln!(s, "\nSTREAM, MB/s per DPU, by tasklets");
-        let _ = write!(s, "{:<18}", "kernel memory");
-        for c in cols {
-            let _ = write!(s, "{c:>10}");
-        }
-        s.push('\n');
-        for chunk in stream.chunk_by(|a, b| a.kernel == b.kernel && a.memory == b.memory) {
-            let name = serde_json::to_value((chunk[0].kernel, chunk[0].memory)).expect("names");
-            let _ = write!(
-                s,
-                "{:<18}",
-                format!(
-                    "{} {}",
-                    name[0].as_str().unwrap_or(""),
-                    name[1].as_str().unwrap_or("")
-                )
-            );
-            for c in cols {
-                match chunk.iter().find(|a| a.tasklets == c) {
-                    Some(a) => {
-                        let _ = write!(s, "{:>10.2}", a.bandwidth_mb_per_s);
-                    }
-                    None => {
-                        let _ = write!(s, "{:>10}", "-");
-                    }
-                }
-            }
-            s.push('\n');
-        }
+        pivot_by_tasklets(
+            &mut s,
+            &stream,
+            PivotColumns {
+                label: "kernel memory",
+                label_width: 18,
+                value_width: 10,
+                tasklets: &[1, 2, 4, 8, 11, 16],
+            },
+            |a, b| a.kernel == b.kernel && a.memory == b.memory,
+            |a| names((a.kernel, a.memory)),
+            |a| (a.tasklets, a.bandwidth_mb_per_s),
+        );
     }
     let transfer: Vec<_> = records
         .iter()
@@ -244,5 +212,55 @@ fn human_bytes(b: u64) -> String {
         format!("{}K", b >> 10)
     } else {
         format!("{b}")
+    }
+}
+
+/// The two names of a pair of serialisable enums, as "first second".
+fn names(pair: impl serde::Serialize) -> String {
+    let v = serde_json::to_value(pair).expect("enum names serialise");
+    format!(
+        "{} {}",
+        v[0].as_str().unwrap_or(""),
+        v[1].as_str().unwrap_or("")
+    )
+}
+
+/// Layout of a table with one column per tasklet count.
+struct PivotColumns<'a> {
+    label: &'a str,
+    label_width: usize,
+    value_width: usize,
+    tasklets: &'a [u32],
+}
+
+/// A table with one row per group of consecutive records (`same_row`) and one column per
+/// tasklet count; `cell` gives a record's tasklets and value.
+fn pivot_by_tasklets<T>(
+    s: &mut String,
+    records: &[&T],
+    cols: PivotColumns,
+    same_row: impl Fn(&T, &T) -> bool,
+    label: impl Fn(&T) -> String,
+    cell: impl Fn(&T) -> (u32, f64),
+) {
+    let (lw, vw) = (cols.label_width, cols.value_width);
+    let _ = write!(s, "{:<lw$}", cols.label);
+    for c in cols.tasklets {
+        let _ = write!(s, "{c:>vw$}");
+    }
+    s.push('\n');
+    for row in records.chunk_by(|a, b| same_row(a, b)) {
+        let _ = write!(s, "{:<lw$}", label(row[0]));
+        for &c in cols.tasklets {
+            match row.iter().map(|r| cell(r)).find(|&(t, _)| t == c) {
+                Some((_, v)) => {
+                    let _ = write!(s, "{v:>vw$.2}");
+                }
+                None => {
+                    let _ = write!(s, "{:>vw$}", "-");
+                }
+            }
+        }
+        s.push('\n');
     }
 }
