@@ -181,7 +181,8 @@ impl Kernel for ForestKernel {
 
 /// Reads the node `link` points to into WRAM `to`: one DMA of its used bytes.
 async fn read_node(t: &Tasklet, tree: &TreeArgs, link: Link, to: u32) -> Result<(), KernelError> {
-    let leaf = tree.height == 1 || is_leaf_level(tree, link);
+    // Only roots are read this way; a root is a leaf only in a one-level tree.
+    let leaf = tree.height == 1;
     let size = if leaf {
         leaf_read_bytes(link.used())
     } else {
@@ -189,11 +190,6 @@ async fn read_node(t: &Tasklet, tree: &TreeArgs, link: Link, to: u32) -> Result<
     };
     t.mram_read(tree.base + link.offset_bytes(), to, size as u32)
         .await
-}
-
-/// Whether `link` is the root of a one-level tree (the only case a root is a leaf).
-fn is_leaf_level(tree: &TreeArgs, link: Link) -> bool {
-    tree.height == 1 && link == tree.root
 }
 
 struct Ctx<'a> {

@@ -108,10 +108,6 @@ impl Partitioner for QueryBalanced {
         "query-balanced"
     }
 
-    fn description(&self) -> &'static str {
-        "CCP minimising the largest query load, no data cap"
-    }
-
     fn partition(
         &self,
         loads: &ChunkLoads,
@@ -129,10 +125,6 @@ pub struct CappedCcp;
 impl Partitioner for CappedCcp {
     fn name(&self) -> &'static str {
         "ccp-capped"
-    }
-
-    fn description(&self) -> &'static str {
-        "CCP minimising the largest query load with parts of at most data_cap x D/P pairs"
     }
 
     fn partition(

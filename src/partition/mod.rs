@@ -178,8 +178,6 @@ impl std::error::Error for PartitionError {}
 pub trait Partitioner: Send + Sync {
     /// The name users select it by.
     fn name(&self) -> &'static str;
-    /// One line for `--help` and docs.
-    fn description(&self) -> &'static str;
     fn partition(
         &self,
         loads: &ChunkLoads,
@@ -213,10 +211,6 @@ pub struct DataBalanced;
 impl Partitioner for DataBalanced {
     fn name(&self) -> &'static str {
         "data-balanced"
-    }
-
-    fn description(&self) -> &'static str {
-        "P equal base partitions in key order, one per DPU"
     }
 
     fn partition(

@@ -231,10 +231,6 @@ impl Partitioner for QddGreedy {
         "qdd-greedy"
     }
 
-    fn description(&self) -> &'static str {
-        "query density-driven, greedy hot-range scan (Algorithm 2)"
-    }
-
     fn partition(
         &self,
         loads: &ChunkLoads,
@@ -255,10 +251,6 @@ pub struct QddDoubleScan;
 impl Partitioner for QddDoubleScan {
     fn name(&self) -> &'static str {
         "qdd-double-scan"
-    }
-
-    fn description(&self) -> &'static str {
-        "query density-driven, greedy scan then a second scan for leftover cold load (Algorithm 3)"
     }
 
     fn partition(
