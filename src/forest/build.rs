@@ -44,11 +44,15 @@ pub fn build_dpu_trees(
     visit: &(impl Fn(usize, &[(u64, u64)]) + Sync),
 ) -> DpuTrees {
     let tree = |chunks: &[usize]| {
-        TreeImage::build(chunks.iter().flat_map(|&c| {
-            let pairs = data.chunk_pairs_of(c);
-            visit(c, &pairs);
-            pairs
-        }))
+        let expected = chunks.iter().map(|&c| data.chunk_size(c)).sum();
+        TreeImage::build_sized(
+            expected,
+            chunks.iter().flat_map(|&c| {
+                let pairs = data.chunk_pairs_of(c);
+                visit(c, &pairs);
+                pairs
+            }),
+        )
     };
     DpuTrees {
         cold: tree(cold),

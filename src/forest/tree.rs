@@ -16,7 +16,7 @@
 //! authors' layout grows keys and values from opposite ends to allow inserts, with the same
 //! bytes read per node.
 
-use super::layout::{INTERNAL_CHILDREN, LEAF_PAIRS, NODE_BYTES};
+use super::layout::{INTERNAL_CHILDREN, LEAF_PAIRS, NODE_BYTES, tree_bytes};
 
 /// A link to a node: index and occupancy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,16 @@ pub fn get_u64(buf: &[u8], at: usize) -> u64 {
 impl TreeImage {
     /// Bulk-loads a tree from pairs in strictly increasing key order, with full nodes.
     pub fn build(pairs: impl IntoIterator<Item = (u64, u64)>) -> TreeImage {
-        let mut bytes: Vec<u8> = Vec::new();
+        Self::build_sized(0, pairs)
+    }
+
+    /// As [`TreeImage::build`], reserving the bytes of `expected_pairs` pairs up front so
+    /// that a large tree is not copied as it grows.
+    pub fn build_sized(
+        expected_pairs: u64,
+        pairs: impl IntoIterator<Item = (u64, u64)>,
+    ) -> TreeImage {
+        let mut bytes: Vec<u8> = Vec::with_capacity(tree_bytes(expected_pairs) as usize);
         // (first key, link) of each node of the level being built.
         let mut level: Vec<(u64, Link)> = Vec::new();
         let mut leaf: Vec<(u64, u64)> = Vec::with_capacity(LEAF_PAIRS as usize);
@@ -241,7 +250,7 @@ impl<'a> Leaf<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::layout::{bulk_loaded_levels, tree_bytes};
+    use crate::forest::layout::bulk_loaded_levels;
 
     fn pairs(n: u64) -> Vec<(u64, u64)> {
         (0..n).map(|i| (10 * i + 5, i % 7)).collect()
