@@ -68,6 +68,9 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         Box::new(Silent)
     };
     let report = run_experiment(&machine, &workload, partitioner.as_ref(), progress.as_mut())?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     let json = report_json(&report);
     if let Some(out) = &args.out {
         write_atomically(out, &json)?;

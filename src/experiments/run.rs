@@ -108,6 +108,8 @@ pub struct RunReport {
     /// Kernel time of every DPU in every measured batch.
     pub dpu_kernel_us: Spread,
     pub answers_verified: bool,
+    /// Things the user should know, such as the partitioner's warnings.
+    pub warnings: Vec<String>,
     pub policies: Policies,
     pub mram: MramNeed,
     pub seed: u64,
@@ -535,6 +537,7 @@ pub fn run(
             max: ns(kernel_hist.max()),
         },
         answers_verified: true,
+        warnings: partitioning.warnings.clone(),
         policies: Policies {
             routing: policy(routing.name(), &metric_sums[0]),
             evaluation: policy(evaluation.name(), &metric_sums[1]),
