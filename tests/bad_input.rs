@@ -1,30 +1,14 @@
 //! Every class of bad input: a clear error on stderr naming the file or flag and the key,
 //! exit code 2, and nothing on stdout.
 
+mod common;
+
+use common::{Outcome, assert_bad, pimdes};
+
 use std::path::PathBuf;
-use std::process::Command;
 
 const MACHINE: &str = "machines/paper-1012.toml";
 const WORKLOAD: &str = "workloads/tiny.toml";
-
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn pimdes(args: &[&str]) -> Outcome {
-    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs");
-    Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 /// Runs `partition --json` on the paper machine with extra arguments; `--workload`
 /// defaults to the tiny workload.
@@ -46,16 +30,6 @@ fn workload_file(name: &str, edit: impl Fn(String) -> String) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, edit(text)).unwrap();
     path
-}
-
-#[track_caller]
-fn assert_bad(o: &Outcome, needles: &[&str]) {
-    assert_eq!(o.code, Some(2), "exit code; stderr: {}", o.stderr);
-    assert!(o.stdout.is_empty(), "no partial output, got: {}", o.stdout);
-    assert!(o.stderr.starts_with("error: "), "stderr: {}", o.stderr);
-    for n in needles {
-        assert!(o.stderr.contains(n), "stderr lacks {n:?}: {}", o.stderr);
-    }
 }
 
 #[test]

@@ -1,37 +1,11 @@
 //! Bad machine-model values, through `pimdes microbench`: each is an error on stderr naming
 //! the file or the override and the dotted key, exit code 2, nothing on stdout.
 
+mod common;
+
+use common::{Outcome, assert_bad, pimdes};
+
 use std::path::PathBuf;
-use std::process::Command;
-
-struct Outcome {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn pimdes(args: &[&str]) -> Outcome {
-    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs");
-    Outcome {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-#[track_caller]
-fn assert_bad(o: &Outcome, needles: &[&str]) {
-    assert_eq!(o.code, Some(2), "exit code; stderr: {}", o.stderr);
-    assert!(o.stdout.is_empty(), "no partial output, got: {}", o.stdout);
-    assert!(o.stderr.starts_with("error: "), "stderr: {}", o.stderr);
-    for n in needles {
-        assert!(o.stderr.contains(n), "stderr lacks {n:?}: {}", o.stderr);
-    }
-}
 
 fn with_set(set: &str) -> Outcome {
     pimdes(&["microbench", "mram", "--set", set])

@@ -1,12 +1,15 @@
 //! `pimdes run` end to end on small configurations: verified answers for every query kind,
 //! determinism across thread counts, a batch bound by its slowest DPU, and bad input.
 
+mod common;
+
+use common::{assert_bad, pimdes};
+
 use pimdes::config::Override;
 use pimdes::experiments::run::{RunReport, Silent, run};
 use pimdes::machine::Machine;
 use pimdes::partition::by_name;
 use pimdes::workload::Workload;
-use std::process::Command;
 
 /// 16 DPUs in one rank of the paper's server.
 fn machine() -> Machine {
@@ -131,14 +134,6 @@ fn a_batch_waits_for_its_slowest_dpu() {
     assert!(spread.breakdown_us.dpu_kernel < r.breakdown_us.dpu_kernel);
 }
 
-fn pimdes(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_pimdes"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn data_that_does_not_fit_fails_before_simulating() {
     let out = std::env::temp_dir().join(format!("pimdes-run-{}.json", std::process::id()));
@@ -153,14 +148,7 @@ fn data_that_does_not_fit_fails_before_simulating() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("does not fit in MRAM: DPU"), "{err}");
-    assert!(
-        err.contains("needs") && err.contains("but has 65536"),
-        "{err}"
-    );
-    assert!(o.stdout.is_empty());
+    assert_bad(&o, &["does not fit in MRAM: DPU", "needs", "but has 65536"]);
     assert!(!out.exists(), "nothing written at --out");
 }
 
@@ -181,11 +169,7 @@ fn bad_run_settings_are_input_errors() {
     ] {
         let mut args = base.to_vec();
         args.extend_from_slice(&["--set", set]);
-        let o = pimdes(&args);
-        assert_eq!(o.status.code(), Some(2), "{set}");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.contains(needle), "{set}: {err}");
-        assert!(o.stdout.is_empty());
+        assert_bad(&pimdes(&args), &[needle]);
     }
 }
 
@@ -206,7 +190,7 @@ fn out_file_holds_the_json_report() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     for key in [

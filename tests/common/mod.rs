@@ -14,3 +14,35 @@ pub fn machine(sets: &[&str]) -> Machine {
         .collect();
     Machine::from_toml_str("upmem-2556-350mhz.toml", PRIM, &overrides).unwrap()
 }
+
+/// What one run of the `pimdes` binary printed and returned.
+pub struct Outcome {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the `pimdes` binary from the crate's root.
+pub fn pimdes(args: &[&str]) -> Outcome {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs");
+    Outcome {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Bad input: exit code 2, nothing on stdout, and an error on stderr containing `needles`.
+#[track_caller]
+pub fn assert_bad(o: &Outcome, needles: &[&str]) {
+    assert_eq!(o.code, Some(2), "exit code; stderr: {}", o.stderr);
+    assert!(o.stdout.is_empty(), "no partial output, got: {}", o.stdout);
+    assert!(o.stderr.starts_with("error: "), "stderr: {}", o.stderr);
+    for n in needles {
+        assert!(o.stderr.contains(n), "stderr lacks {n:?}: {}", o.stderr);
+    }
+}
