@@ -63,16 +63,26 @@ fn a_broadcast_is_bound_by_the_broadcast_rate_of_the_rank() {
 fn the_host_cap_bounds_a_whole_system_transfer() {
     let m = common::machine(&[]);
     let host = Host::new(&m);
-    // 2,556 MB in all at 25 GB/s = 102.24 ms, above one rank's 64 MB at 6.68 GB/s.
+    // 2,556 MB in all at 25 GB/s = 102.24 ms, above one rank's 64 MB at 6.68 GB/s. The
+    // 40 ranks share the cap (625 MB/s each, below their own rate, so the cap binds
+    // throughout); ranks of 63 DPUs end first and the rest speed up. Each completion is
+    // rounded up to a picosecond, so the end may be a few picoseconds late, never early.
     let cost = host.push_parallel(&vec![1_000_000; m.dpus as usize]);
-    assert_eq!(cost.time, Time(100_000_000 + 102_240_000_000));
+    let exact = 100_000_000 + 102_240_000_000;
+    assert!(
+        (exact..exact + 40).contains(&cost.time.ps()),
+        "{:?}",
+        cost.time
+    );
 }
 
 #[test]
 fn a_launch_waits_for_the_slowest_dpu() {
     let host = one_rank();
     // 350,000,000 cycles at 350 MHz = 1 s, plus the 150 us launch.
-    let t = host.launch(&[100, 350_000_000, 5]);
+    let mut cycles = vec![100u64; 64];
+    cycles[7] = 350_000_000;
+    let t = host.launch(&cycles);
     assert_eq!(t, Time(150_000_000 + 1_000_000_000_000));
     assert_eq!(host.ownership_switch(3), Time(3 * 67_000_000));
 }

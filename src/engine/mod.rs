@@ -14,8 +14,10 @@
 //! microseconds) are turned into integers when the file is validated (see
 //! `docs/machine-model.md`).
 
+mod fluid;
 mod queue;
 mod time;
 
+pub use fluid::FluidShare;
 pub use queue::{EventQueue, QueueFull};
 pub use time::{Clock, Cycles, PS_PER_S, Time};

@@ -1,35 +1,31 @@
-//! The host side of a UPMEM system: host <-> DPU transfers, kernel launches and the host
-//! CPU, each an analytic, deterministic cost in [`Time`] from the machine file's
-//! `[transfer]` and `[host]` sections.
+//! The host side of a UPMEM system: the host CPU's analytic cost model ([`HostWork`] ->
+//! picoseconds of one thread), and [`Host`], which prices single operations (one transfer,
+//! one launch, one host task) by running them as one-step programs on the system executor
+//! ([`crate::system::exec`]). There is one transfer model, the executor's; `Host` only asks
+//! it one question at a time, for the transfer microbenchmarks and the hand-worked tests.
 //!
-//! # Transfer model
+//! # Transfer model (see the executor for the components)
 //!
 //! - **Parallel** (`dpu_push_xfer`): within a rank every DPU of the set receives the same
 //!   size, so a rank moves `n_r x max_r` bytes (`n_r` DPUs of the set, `max_r` the largest
-//!   buffer among them). A rank takes `max(max_r / dpu_rate, n_r x max_r / rank_rate)`:
-//!   a few DPUs are bound by the per-DPU rate, a full rank by the rank's rate. Ranks run
-//!   concurrently; the host's memory system caps the aggregate
-//!   (`sum of padded bytes / host_cap`). Total: `call_fixed + max(slowest rank, cap term)`.
+//!   buffer among them), at most at `min(rank_rate, n_r x dpu_rate)`; ranks run concurrently
+//!   and share the host's memory system (`host_cap`). Each rank's part starts after the
+//!   call's fixed cost.
 //! - **Serial** (`dpu_copy_to` per DPU): one call per DPU, one after the other:
 //!   `sum (call_fixed + size_i / dpu_rate)`.
-//! - **Broadcast**: the same buffer to every DPU of the set: per rank
-//!   `max(size / dpu_rate, n_r x size / broadcast_rate)`. The cap applies to the bytes
-//!   delivered, as for the other transfers (every DPU's copy crosses the memory bus).
-//! - **Launch**: `launch_fixed + the slowest DPU's cycles`. The first host read after a
-//!   launch pays the MRAM ownership switch, `ownership_switch_per_rank x ranks read`
-//!   ([`Host::ownership_switch`]); callers add it where their protocol pays it.
+//! - **Broadcast**: the same buffer to every DPU of the set; a rank moves `n_r x size` at most
+//!   at `min(broadcast_rate, n_r x dpu_rate)`.
+//! - **Launch**: `launch_fixed`, then each rank runs until its slowest DPU ends. The first
+//!   host access to a rank after a launch pays the MRAM ownership switch,
+//!   `ownership_switch_per_rank` of host time per rank.
 
 use crate::engine::{Clock, Cycles, Time};
-use crate::machine::{HostParams, Machine, TransferParams};
+use crate::machine::{HostParams, Machine};
+use crate::system::exec::{Executor, Protocol};
+use crate::system::program::{Class, Program, Stage, Step, TransferKind};
 use serde::Serialize;
 
-/// Which way bytes move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Direction {
-    CpuDpu,
-    DpuCpu,
-}
+pub use crate::system::program::Direction;
 
 /// The cost of one transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -37,7 +33,8 @@ pub struct TransferCost {
     pub time: Time,
     /// Bytes the caller asked to move.
     pub payload_bytes: u64,
-    /// Bytes actually moved, with the per-rank padding of parallel transfers.
+    /// Bytes actually moved, with the per-rank padding of parallel transfers and one copy
+    /// per DPU of a broadcast.
     pub moved_bytes: u64,
 }
 
@@ -49,92 +46,99 @@ pub struct HostWork {
     pub bytes_packed: u64,
 }
 
-/// The host of one machine.
+impl HostWork {
+    /// Picoseconds of one host thread this work takes under the host cost model.
+    pub fn single_thread_ps(&self, host: &HostParams) -> u64 {
+        let ps = self.queries_routed as u128 * host.route_ps_per_query as u128
+            + self.results_merged as u128 * host.merge_ps_per_result as u128
+            + self.bytes_packed as u128 * host.pack_ps_per_byte as u128;
+        u64::try_from(ps).expect("host work fits u64 picoseconds")
+    }
+}
+
+/// Bytes a transfer moves (padded per rank for parallel, one copy per DPU for broadcast).
+pub fn moved_bytes(machine: &Machine, kind: TransferKind, sizes: &[u64]) -> u64 {
+    let mut first = 0usize;
+    let mut moved = 0u64;
+    for &n in &machine.usable_dpus_per_rank {
+        let rank = &sizes[first..first + n as usize];
+        first += n as usize;
+        moved += match kind {
+            TransferKind::Serial => rank.iter().sum(),
+            TransferKind::Parallel | TransferKind::Broadcast => {
+                let count = rank.iter().filter(|&&s| s > 0).count() as u64;
+                count * rank.iter().copied().max().unwrap_or(0)
+            }
+        };
+    }
+    moved
+}
+
+/// Prices single operations on one machine.
 #[derive(Debug, Clone)]
 pub struct Host {
-    transfer: TransferParams,
-    cpu: HostParams,
+    machine: Machine,
     dpu_clock: Clock,
-    /// Usable DPUs of each rank (DPUs are numbered rank by rank).
-    dpus_per_rank: Vec<u32>,
-    dpus: usize,
 }
+
+const STAGE: [Stage; 1] = [Stage {
+    name: "operation",
+    class: Class::Communication,
+}];
 
 impl Host {
     pub fn new(machine: &Machine) -> Host {
         Host {
-            transfer: machine.transfer.clone(),
-            cpu: machine.host.clone(),
+            machine: machine.clone(),
             dpu_clock: machine.dpu.clock,
-            dpus_per_rank: machine.usable_dpus_per_rank.clone(),
-            dpus: machine.dpus as usize,
         }
     }
 
     pub fn threads(&self) -> u32 {
-        self.cpu.threads
+        self.machine.host.threads
     }
 
-    fn rates(&self, direction: Direction) -> (u64, u64) {
-        let t = &self.transfer;
-        match direction {
-            Direction::CpuDpu => (
-                t.cpu_dpu_bytes_per_s_per_dpu,
-                t.cpu_dpu_bytes_per_s_per_rank,
-            ),
-            Direction::DpuCpu => (
-                t.dpu_cpu_bytes_per_s_per_dpu,
-                t.dpu_cpu_bytes_per_s_per_rank,
-            ),
-        }
+    /// The simulated time of `step` alone on an idle machine (ranks owned by the host).
+    fn time_of(&self, step: Step) -> Time {
+        let program = Program {
+            stages: STAGE.to_vec(),
+            steps: vec![step],
+        };
+        let timeline = Executor::<std::convert::Infallible>::run(
+            &self.machine,
+            Protocol::sequential(1),
+            1,
+            |_, _| Ok(program.clone()),
+        )
+        .unwrap_or_else(|never| match never {});
+        timeline.batches[0].end
     }
 
-    /// Calls `f(rank, sizes of that rank's DPUs)` for each rank.
-    fn per_rank<'a>(&self, sizes: &'a [u64]) -> impl Iterator<Item = &'a [u64]> + 'a {
+    fn transfer(&self, direction: Direction, kind: TransferKind, sizes: &[u64]) -> TransferCost {
         assert_eq!(
             sizes.len(),
-            self.dpus,
+            self.machine.dpus as usize,
             "one size per usable DPU of the machine (0 for DPUs outside the set)"
         );
-        let mut rest = sizes;
-        self.dpus_per_rank.clone().into_iter().map(move |n| {
-            let (rank, tail) = rest.split_at(n as usize);
-            rest = tail;
-            rank
-        })
+        let time = self.time_of(Step::Transfer {
+            stage: 0,
+            direction,
+            kind,
+            sizes_bytes: sizes.to_vec(),
+        });
+        TransferCost {
+            time,
+            payload_bytes: match kind {
+                TransferKind::Broadcast => sizes.iter().copied().max().unwrap_or(0),
+                _ => sizes.iter().sum(),
+            },
+            moved_bytes: moved_bytes(&self.machine, kind, sizes),
+        }
     }
 
     /// A parallel transfer: `sizes[i]` bytes for global DPU `i` (0: not in the set).
     pub fn parallel(&self, direction: Direction, sizes: &[u64]) -> TransferCost {
-        let (dpu_rate, rank_rate) = self.rates(direction);
-        let mut slowest = Time::ZERO;
-        let mut moved = 0u64;
-        let mut payload = 0u64;
-        for rank in self.per_rank(sizes) {
-            let n = rank.iter().filter(|&&s| s > 0).count() as u64;
-            let max = rank.iter().copied().max().unwrap_or(0);
-            if n == 0 {
-                continue;
-            }
-            let padded = n * max;
-            moved += padded;
-            payload += rank.iter().sum::<u64>();
-            let t = Time::for_bytes(max, dpu_rate).max(Time::for_bytes(padded, rank_rate));
-            slowest = slowest.max(t);
-        }
-        if moved == 0 {
-            return TransferCost {
-                time: Time::ZERO,
-                payload_bytes: 0,
-                moved_bytes: 0,
-            };
-        }
-        let cap = Time::for_bytes(moved, self.transfer.host_cap_bytes_per_s);
-        TransferCost {
-            time: self.transfer.call_fixed + slowest.max(cap),
-            payload_bytes: payload,
-            moved_bytes: moved,
-        }
+        self.transfer(direction, TransferKind::Parallel, sizes)
     }
 
     /// `dpu_push_xfer` to DPUs: CPU -> DPU parallel transfer.
@@ -142,28 +146,14 @@ impl Host {
         self.parallel(Direction::CpuDpu, sizes)
     }
 
-    /// `dpu_push_xfer` from DPUs: DPU -> CPU parallel transfer (without the ownership
-    /// switch; see [`Host::ownership_switch`]).
+    /// `dpu_push_xfer` from DPUs (the host owns the MRAM: no ownership switch).
     pub fn pull_parallel(&self, sizes: &[u64]) -> TransferCost {
         self.parallel(Direction::DpuCpu, sizes)
     }
 
     /// Serial transfers: one SDK call per DPU of the set, one after the other.
     pub fn serial(&self, direction: Direction, sizes: &[u64]) -> TransferCost {
-        let (dpu_rate, _) = self.rates(direction);
-        let mut time = Time::ZERO;
-        let mut bytes = 0;
-        for &s in self.per_rank(sizes).flatten() {
-            if s > 0 {
-                time += self.transfer.call_fixed + Time::for_bytes(s, dpu_rate);
-                bytes += s;
-            }
-        }
-        TransferCost {
-            time,
-            payload_bytes: bytes,
-            moved_bytes: bytes,
-        }
+        self.transfer(direction, TransferKind::Serial, sizes)
     }
 
     /// Broadcast of one `size_bytes` buffer to every DPU with `in_set[i]`.
@@ -172,53 +162,31 @@ impl Host {
             .iter()
             .map(|&b| if b { size_bytes } else { 0 })
             .collect();
-        let dpu_rate = self.transfer.cpu_dpu_bytes_per_s_per_dpu;
-        let rank_rate = self.transfer.broadcast_bytes_per_s_per_rank;
-        let mut slowest = Time::ZERO;
-        let mut delivered = 0u64;
-        for rank in self.per_rank(&sizes) {
-            let n = rank.iter().filter(|&&s| s > 0).count() as u64;
-            if n == 0 || size_bytes == 0 {
-                continue;
-            }
-            delivered += n * size_bytes;
-            let t = Time::for_bytes(size_bytes, dpu_rate)
-                .max(Time::for_bytes(n * size_bytes, rank_rate));
-            slowest = slowest.max(t);
-        }
-        if delivered == 0 {
-            return TransferCost {
-                time: Time::ZERO,
-                payload_bytes: 0,
-                moved_bytes: 0,
-            };
-        }
-        let cap = Time::for_bytes(delivered, self.transfer.host_cap_bytes_per_s);
-        TransferCost {
-            time: self.transfer.call_fixed + slowest.max(cap),
-            payload_bytes: size_bytes,
-            moved_bytes: delivered,
-        }
+        self.transfer(Direction::CpuDpu, TransferKind::Broadcast, &sizes)
     }
 
-    /// A launch whose DPUs ran `cycles[i]` cycles each: the fixed launch cost plus the
+    /// A launch in which DPU `i` runs `cycles[i]` cycles: the fixed launch cost plus the
     /// slowest DPU (a batch is only as fast as its slowest DPU).
     pub fn launch(&self, cycles: &[u64]) -> Time {
-        let slowest = cycles.iter().copied().max().unwrap_or(0);
-        self.transfer.launch_fixed + self.dpu_clock.to_time(Cycles(slowest))
+        let dpu_time = cycles
+            .iter()
+            .map(|&c| self.dpu_clock.to_time(Cycles(c)))
+            .collect();
+        self.time_of(Step::Launch { stage: 0, dpu_time })
     }
 
-    /// The MRAM ownership switch paid by the first host access after a launch.
+    /// The MRAM ownership switch of `ranks` ranks done one after another by one thread.
     pub fn ownership_switch(&self, ranks: u32) -> Time {
-        Time(self.transfer.ownership_switch_per_rank.ps() * ranks as u64)
+        Time(self.machine.transfer.ownership_switch_per_rank.ps() * ranks as u64)
     }
 
     /// Host CPU time of `work` spread over `threads` threads (at most the host's).
     pub fn cpu(&self, work: HostWork, threads: u32) -> Time {
-        let threads = threads.clamp(1, self.cpu.threads) as u128;
-        let total_ps = work.queries_routed as u128 * self.cpu.route_ps_per_query as u128
-            + work.results_merged as u128 * self.cpu.merge_ps_per_result as u128
-            + work.bytes_packed as u128 * self.cpu.pack_ps_per_byte as u128;
-        Time(u64::try_from(total_ps.div_ceil(threads)).expect("host time fits u64 ps"))
+        self.time_of(Step::Host {
+            stage: 0,
+            label: "host work",
+            work_ps: work.single_thread_ps(&self.machine.host),
+            threads,
+        })
     }
 }

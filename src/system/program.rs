@@ -1,0 +1,131 @@
+//! A batch as a small program of operations on the machine's components. An index writes
+//! the program of each batch (after computing the batch's answers functionally); the
+//! executor ([`super::exec`]) decides when each operation runs, so overlap, contention,
+//! the breakdown and the trace all come from one place.
+//!
+//! Steps run in order, each after the previous one has completed. The steps that touch the
+//! ranks (transfers and launches), and everything between the first and the last of them,
+//! form the batch's **DPU phase**: the DPUs serve one batch at a time, in batch order.
+
+use crate::engine::Time;
+
+/// The paper's split of a batch's time, used to compare indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Host CPU work.
+    Cpu,
+    /// Host <-> DPU transfers (and the MRAM ownership switch).
+    Communication,
+    /// Launches and kernels.
+    Pim,
+}
+
+/// A named stage of an index's batch; every step belongs to one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stage {
+    /// The key under `breakdown_us` (snake_case).
+    pub name: &'static str,
+    pub class: Class,
+}
+
+/// Which way a transfer moves bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    CpuDpu,
+    DpuCpu,
+}
+
+/// How the SDK moves a transfer's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransferKind {
+    /// `dpu_push_xfer`: one buffer per DPU, each rank padded to its largest buffer.
+    Parallel,
+    /// `dpu_copy_to` / `dpu_copy_from`, one DPU after another.
+    Serial,
+    /// `dpu_broadcast_to`: one buffer, the same to every DPU of the set (CPU -> DPU only).
+    Broadcast,
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Host computation: `work_ps` picoseconds of one thread, spread over up to `threads`
+    /// threads of the host's pool (its cost comes from the host cost model).
+    Host {
+        stage: usize,
+        label: &'static str,
+        work_ps: u64,
+        threads: u32,
+    },
+    /// A transfer; `sizes_bytes[i]` for global DPU `i` (0: not in the set).
+    Transfer {
+        stage: usize,
+        direction: Direction,
+        kind: TransferKind,
+        sizes_bytes: Vec<u64>,
+    },
+    /// A launch on every DPU; DPU `i` runs for `dpu_time[i]` (simulated beforehand on the
+    /// DPU model). The step ends when the host knows every rank has finished.
+    Launch { stage: usize, dpu_time: Vec<Time> },
+}
+
+impl Step {
+    pub fn stage(&self) -> usize {
+        match self {
+            Step::Host { stage, .. }
+            | Step::Transfer { stage, .. }
+            | Step::Launch { stage, .. } => *stage,
+        }
+    }
+
+    /// Whether the step uses the ranks (and so belongs to the DPU phase).
+    pub fn uses_ranks(&self) -> bool {
+        !matches!(self, Step::Host { .. })
+    }
+}
+
+/// The program of one batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    pub stages: Vec<Stage>,
+    pub steps: Vec<Step>,
+}
+
+impl Program {
+    /// Checks the program's shape (stage indices, one size per DPU); a bad program is an
+    /// index bug, so this panics with what is wrong.
+    pub fn assert_valid(&self, dpus: usize) {
+        for (i, step) in self.steps.iter().enumerate() {
+            assert!(
+                step.stage() < self.stages.len(),
+                "step {i} names stage {} of {}",
+                step.stage(),
+                self.stages.len()
+            );
+            let n = match step {
+                Step::Host { threads, .. } => {
+                    assert!(*threads > 0, "step {i}: a host task needs a thread");
+                    dpus
+                }
+                Step::Transfer { sizes_bytes, .. } => sizes_bytes.len(),
+                Step::Launch { dpu_time, .. } => dpu_time.len(),
+            };
+            assert_eq!(n, dpus, "step {i}: one entry per DPU");
+        }
+        for (a, s) in self.stages.iter().enumerate() {
+            for t in &self.stages[a + 1..] {
+                assert_ne!(s.name, t.name, "stage names are unique");
+            }
+        }
+    }
+
+    /// The index of the first and one past the last rank step: the DPU phase.
+    pub fn dpu_phase(&self) -> Option<(usize, usize)> {
+        let first = self.steps.iter().position(Step::uses_ranks)?;
+        let last = self.steps.iter().rposition(Step::uses_ranks)?;
+        Some((first, last + 1))
+    }
+}
