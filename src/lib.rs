@@ -12,6 +12,7 @@ pub mod error;
 pub mod experiments;
 pub mod forest;
 pub mod host;
+pub mod index;
 pub mod machine;
 pub mod microbench;
 pub mod partition;

@@ -87,66 +87,111 @@ pub fn comparison(rows: &[(f64, PartitionReport)]) -> String {
     s
 }
 
+/// A stage's label in the run table (B+-Forest's stages keep their long-standing labels).
+fn stage_label(name: &str) -> String {
+    match name {
+        "routing" => "routing (host)".into(),
+        "cpu_to_dpu" => "CPU -> DPU".into(),
+        "dpu_kernel" => "DPU kernel".into(),
+        "dpu_to_cpu" => "DPU -> CPU".into(),
+        "postprocessing" => "postprocessing (host)".into(),
+        "waiting" => "waiting for the DPUs".into(),
+        other => other.replace('_', " "),
+    }
+}
+
 pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
     let mut s = String::new();
     let w = &r.config.workload;
     let _ = writeln!(
         s,
-        "B+-Forest on {} ({} DPUs, {} tasklets), partitioner {}, {} pairs, {} {} queries per batch, skew {}, seed {}",
+        "{} on {} ({} DPUs, {} tasklets), partitioner {}, {} pairs, {} {} queries per batch, skew {}, seed {}",
+        if r.index == "b+forest" {
+            "B+-Forest"
+        } else {
+            &r.index
+        },
         r.config.machine.name,
         r.dpus,
         r.tasklets,
-        r.partitioner,
+        r.index_str("partitioner"),
         w.data.pairs,
         r.queries_per_batch,
         w.queries.kind.name(),
         w.queries.skew,
         r.seed
     );
+    let mut rows = vec![(
+        "batch time (mean +- sd)".to_string(),
+        format!(
+            "{:.1} +- {:.1} us over {} measured batches",
+            r.batch_time_us.mean, r.batch_time_us.stddev, r.measured_batches
+        ),
+    )];
+    let classes = ["cpu", "communication", "pim"];
+    for (name, us) in &r.breakdown_us.0 {
+        if classes.contains(&name.as_str()) || (name == "waiting" && *us == 0.0) {
+            continue;
+        }
+        rows.push((format!("  {}", stage_label(name)), format!("{us:.1} us")));
+    }
     let b = &r.breakdown_us;
-    let rows = [
-        (
-            "batch time (mean +- sd)".to_string(),
-            format!(
-                "{:.1} +- {:.1} us over {} measured batches",
-                r.batch_time_us.mean, r.batch_time_us.stddev, r.measured_batches
-            ),
+    rows.push((
+        "  as cpu / communication / pim".into(),
+        format!(
+            "{:.1} / {:.1} / {:.1} us",
+            b.get("cpu"),
+            b.get("communication"),
+            b.get("pim")
         ),
-        ("  routing (host)".into(), format!("{:.1} us", b.routing)),
-        ("  CPU -> DPU".into(), format!("{:.1} us", b.cpu_to_dpu)),
-        ("  DPU kernel".into(), format!("{:.1} us", b.dpu_kernel)),
-        ("  DPU -> CPU".into(), format!("{:.1} us", b.dpu_to_cpu)),
-        (
-            "  postprocessing (host)".into(),
-            format!("{:.1} us", b.postprocessing),
+    ));
+    let p = &r.protocol;
+    let protocol = match p.queries_per_s {
+        Some(q) => format!(
+            "{:?} launch, {} in flight, open arrivals at {q} queries/s",
+            p.launch, p.batches_in_flight
         ),
-        (
-            "throughput".into(),
-            format!("{:.3} M queries/s", r.throughput_queries_per_s / 1e6),
+        None => format!(
+            "{:?} launch, {} in flight, closed arrivals",
+            p.launch, p.batches_in_flight
         ),
-        (
-            "DPU kernel time min/p50/p99/max".into(),
-            format!(
-                "{:.1} / {:.1} / {:.1} / {:.1} us",
-                r.dpu_kernel_us.min, r.dpu_kernel_us.p50, r.dpu_kernel_us.p99, r.dpu_kernel_us.max
-            ),
+    };
+    rows.push(("protocol".into(), protocol.to_lowercase()));
+    rows.push((
+        "batch interval (mean)".into(),
+        format!("{:.1} us", r.batch_interval_us.mean),
+    ));
+    rows.push((
+        "throughput".into(),
+        format!(
+            "{:.3} M queries/s{}",
+            r.throughput_queries_per_s / 1e6,
+            if r.saturated { " (SATURATED)" } else { "" }
         ),
-        (
-            "IF_q / IF_d".into(),
-            format!("{:.3} / {:.3}", r.imbalance.queries, r.imbalance.data),
+    ));
+    let l = &r.latency_us;
+    rows.push((
+        "query latency p50/p99/p99.9".into(),
+        format!("{:.1} / {:.1} / {:.1} us", l.p50, l.p99, l.p999),
+    ));
+    rows.push((
+        "DPU kernel time min/p50/p99/max".into(),
+        format!(
+            "{:.1} / {:.1} / {:.1} / {:.1} us",
+            r.dpu_kernel_us.min, r.dpu_kernel_us.p50, r.dpu_kernel_us.p99, r.dpu_kernel_us.max
         ),
-        (
-            "init: build / partition / exchange".into(),
-            format!(
-                "{:.0} / {:.0} / {:.0} us",
-                r.init_us.build, r.init_us.partition, r.init_us.exchange
-            ),
-        ),
-        (
-            "answers verified".into(),
-            if r.answers_verified { "yes" } else { "NO" }.into(),
-        ),
-    ];
+    ));
+    rows.extend(r.index_rows.iter().cloned());
+    let names: Vec<&str> = r.init_us.0.iter().map(|(k, _)| k.as_str()).collect();
+    let values: Vec<String> = r.init_us.0.iter().map(|(_, v)| format!("{v:.0}")).collect();
+    rows.push((
+        format!("init: {}", names.join(" / ")),
+        format!("{} us", values.join(" / ")),
+    ));
+    rows.push((
+        "answers verified".into(),
+        if r.answers_verified { "yes" } else { "NO" }.into(),
+    ));
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
         let _ = writeln!(s, "  {k:<width$}  {v}");
@@ -179,16 +224,16 @@ pub fn run_comparison(rows: &[crate::experiments::run::RunReport]) -> String {
             s,
             "{:>5.2}  {:<16}  {:>9.3}  {:>8.3}  {:>8.3}  {:>8.3}  {:>8.3}  {:>8.3}  {:>9.2}  {:>6.2}  {:>6.3}  {}",
             r.config.workload.queries.skew,
-            r.partitioner,
+            r.index_str("partitioner"),
             ms(r.batch_time_us.mean),
-            ms(b.routing),
-            ms(b.cpu_to_dpu),
-            ms(b.dpu_kernel),
-            ms(b.dpu_to_cpu),
-            ms(b.postprocessing),
+            ms(b.get("routing")),
+            ms(b.get("cpu_to_dpu")),
+            ms(b.get("dpu_kernel")),
+            ms(b.get("dpu_to_cpu")),
+            ms(b.get("postprocessing")),
             r.throughput_queries_per_s / 1e6,
-            r.imbalance.queries,
-            r.imbalance.data,
+            r.index_f64(&["imbalance", "queries"]),
+            r.index_f64(&["imbalance", "data"]),
             if r.answers_verified { "yes" } else { "NO" }
         );
     }

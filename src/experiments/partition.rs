@@ -1,14 +1,13 @@
 //! `pimdes partition`: run a partitioner on the reference batch and measure the imbalance it
 //! leaves on the measured batches, without timing.
 
-use crate::error::{Error, InputError};
-use crate::forest::layout::tree_bytes;
+use crate::error::Error;
+use crate::forest::layout::dpu_trees_bytes;
 use crate::machine::{Machine, RawMachine};
-use crate::partition::{
-    ChunkLoads, PartitionError, PartitionParams, Partitioner, Partitioning, RoutingTable,
-};
+pub use crate::partition::prepared::{Prepared, imbalance_factor};
+use crate::partition::{Partitioner, Partitioning, RoutingTable};
 use crate::workload::spec::RawWorkload;
-use crate::workload::{DataSet, QueryGenerator, Workload};
+use crate::workload::{QueryGenerator, Workload};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -127,63 +126,6 @@ pub fn queries_per_dpu(
     loads
 }
 
-/// Max over mean of `loads` (1 when all are zero).
-pub fn imbalance_factor(loads: &[u64]) -> f64 {
-    let total: u64 = loads.iter().sum();
-    if total == 0 {
-        return 1.0;
-    }
-    let max = *loads.iter().max().expect("at least one DPU") as f64;
-    max / (total as f64 / loads.len() as f64)
-}
-
-/// Everything a partitioning run needs, derived from the workload and machine once.
-pub struct Prepared {
-    pub data: DataSet,
-    pub queries: QueryGenerator,
-    pub loads: ChunkLoads,
-    pub params: PartitionParams,
-}
-
-impl Prepared {
-    pub fn new(machine: &Machine, workload: &Workload) -> Result<Prepared, InputError> {
-        workload.check_against_dpus(machine.dpus)?;
-        let data = DataSet::generate(workload);
-        let queries = QueryGenerator::new(workload, &data, machine.dpus);
-        let loads = ChunkLoads::from_reference(&data, &queries, workload.count_both_ends);
-        let params = PartitionParams {
-            dpus: machine.dpus,
-            alpha: workload.alpha,
-            data_cap: workload.data_cap,
-            double_scan_gates: workload.double_scan_gates,
-        };
-        Ok(Prepared {
-            data,
-            queries,
-            loads,
-            params,
-        })
-    }
-
-    /// Runs `partitioner`; a failure caused by the parameters is an input error.
-    pub fn partition(
-        &self,
-        partitioner: &dyn Partitioner,
-        workload: &Workload,
-    ) -> Result<Partitioning, InputError> {
-        let result = partitioner.partition(&self.loads, &self.params);
-        result.map_err(|e| {
-            let key = match e {
-                PartitionError::TooFewChunks { .. } => "partition.chunk_pairs",
-                _ => "partition.data_cap",
-            };
-            workload
-                .attribution
-                .error_at(key, format!("partitioner {}: {e}", partitioner.name()))
-        })
-    }
-}
-
 pub fn run_partition(
     machine: &Machine,
     workload: &Workload,
@@ -217,7 +159,7 @@ pub fn evaluate(
     let mut warnings = partitioning.warnings.clone();
     let needed: Vec<u64> = pairs
         .iter()
-        .map(|&(cold, hot)| tree_bytes(cold) + if hot > 0 { tree_bytes(hot) } else { 0 })
+        .map(|&(cold, hot)| dpu_trees_bytes(cold, hot))
         .collect();
     let (max_needed_dpu, &max_needed_bytes) = needed
         .iter()

@@ -1,28 +1,21 @@
-//! `pimdes run`: B+-Forest end to end on the machine model. Initialisation (build, partition,
-//! hot-pair exchange), then every batch through routing, the DPU kernel and postprocessing,
-//! with every answer checked against the plain reference.
+//! `pimdes run`: one index end to end on the simulated machine. The index places its data
+//! (timed once by its init programs), then every batch is computed functionally by the
+//! index (answers checked against its plain reference) and timed by the system executor
+//! under the workload's host protocol; the report is measured from the executor's spans.
 
 use crate::engine::Time;
-use crate::error::{Error, InputError};
-use crate::experiments::partition::{EffectiveConfig, Prepared, imbalance_factor};
-use crate::forest::batch::{HEADER_BYTES, query_record_bytes, result_record_bytes};
-use crate::forest::build::{DpuTrees, build_dpu_trees, chunk_key_range, chunks_per_dpu};
-use crate::forest::image::{DpuLayout, write_trees};
-use crate::forest::layout::{PAIR_BYTES, tree_bytes};
-use crate::forest::reference::Reference;
-use crate::host::HostWork;
+use crate::error::Error;
+use crate::experiments::partition::EffectiveConfig;
+use crate::index::{self, Index, IndexError, MramNeed};
 use crate::machine::Machine;
-use crate::partition::{Partitioner, Partitioning, RoutingTable};
-use crate::policies::{
-    BatchEnv, EvaluationPolicy, Metrics, PostprocessingPolicy, RoutingPolicy, evaluation_policies,
-    postprocessing_policies, routing_policies,
-};
-use crate::system::System;
-use crate::workload::{Query, QueryKind, Workload};
+use crate::partition::Partitioner;
+use crate::system::exec::{Arrival, BatchTiming, Executor, LaunchMode, Protocol, Timeline};
+use crate::system::program::{Class, Program};
+use crate::workload::Workload;
+use crate::workload::spec::{ArrivalMode, LaunchMode as RawLaunch};
 use hdrhistogram::Histogram;
-use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use serde::ser::SerializeMap;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct MeanStd {
@@ -30,23 +23,35 @@ pub struct MeanStd {
     pub stddev: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Breakdown {
-    pub routing: f64,
-    pub cpu_to_dpu: f64,
-    pub dpu_kernel: f64,
-    pub dpu_to_cpu: f64,
-    pub postprocessing: f64,
+/// Named figures in a fixed order, serialised as one JSON object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Named(pub Vec<(String, f64)>);
+
+impl Named {
+    /// The figure called `name`, or 0 when there is none.
+    pub fn get(&self, name: &str) -> f64 {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map_or(0.0, |&(_, v)| v)
+    }
+
+    fn add(&mut self, name: &str, value: f64) {
+        match self.0.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => *v += value,
+            None => self.0.push((name.to_owned(), value)),
+        }
+    }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct InitCost {
-    /// Sending each DPU its base partition and bulk-loading the cold trees.
-    pub build: f64,
-    /// Counting the reference batch per chunk and running the partitioner on the host.
-    pub partition: f64,
-    /// Moving hot pairs DPU -> host -> DPU and building the hot trees.
-    pub exchange: f64,
+impl Serialize for Named {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -57,25 +62,24 @@ pub struct Spread {
     pub max: f64,
 }
 
+/// Per-query latency, arrival to answer (closed arrivals: the batch's start to its end).
 #[derive(Debug, Clone, Serialize)]
-pub struct RunImbalance {
-    pub data: f64,
-    /// Mean over the measured batches of IF_q (a query counts once per DPU it reaches).
-    pub queries: f64,
+pub struct Latency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
 }
 
+/// The host protocol the run used.
 #[derive(Debug, Clone, Serialize)]
-pub struct PolicyReport {
-    pub name: String,
-    /// Each metric's mean over the measured batches.
-    pub metrics: BTreeMap<String, f64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Policies {
-    pub routing: PolicyReport,
-    pub evaluation: PolicyReport,
-    pub postprocessing: PolicyReport,
+pub struct ProtocolReport {
+    pub launch: RawLaunch,
+    pub batches_in_flight: u32,
+    pub arrival: ArrivalMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queries_per_s: Option<f64>,
 }
 
 /// Facts about the simulating host; determinism comparisons ignore this block.
@@ -85,32 +89,49 @@ pub struct HostFacts {
     pub peak_rss_bytes: Option<u64>,
     /// Events of the DPU simulations (all batches, warm-up included).
     pub simulated_events: u64,
-    /// Wall time spent in the evaluation stage (writing buffers, simulating, reading back).
+    /// Wall time spent simulating the DPUs.
     pub kernel_wall_s: f64,
-    /// Simulated events per wall second of the evaluation stage, over all threads.
+    /// Simulated events per wall second of the DPU simulations, over all threads.
     pub simulated_events_per_s: f64,
     pub threads: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
-    pub partitioner: String,
+    pub index: String,
+    /// The index's own keys (B+-Forest: `partitioner`, `imbalance`, `policies`).
+    #[serde(flatten)]
+    pub index_fields: serde_json::Map<String, serde_json::Value>,
+    /// The index's lines of the text table.
+    #[serde(skip)]
+    pub index_rows: Vec<(String, String)>,
     pub dpus: u32,
     pub tasklets: u32,
     pub queries_per_batch: u64,
     pub measured_batches: u64,
+    pub protocol: ProtocolReport,
+    /// Each measured batch from its start to its end.
     pub batch_time_us: MeanStd,
-    /// Means over the measured batches; they add up to `batch_time_us.mean`.
-    pub breakdown_us: Breakdown,
-    pub init_us: InitCost,
+    /// Between the ends of consecutive batches (equal to the batch time when batches run
+    /// one after another).
+    pub batch_interval_us: MeanStd,
+    /// Means over the measured batches of the critical path per stage, then `waiting` (for
+    /// the DPUs), then the same time split as `cpu`, `communication`, `pim`; the stages plus
+    /// `waiting` add up to `batch_time_us.mean`, and so do `cpu + communication + pim +
+    /// waiting`.
+    pub breakdown_us: Named,
+    pub init_us: Named,
+    /// Measured queries over the measured window (end of the last warm-up batch to the end
+    /// of the last batch).
     pub throughput_queries_per_s: f64,
-    pub imbalance: RunImbalance,
+    pub latency_us: Latency,
+    /// Open arrivals came faster than the machine served them.
+    pub saturated: bool,
     /// Kernel time of every DPU in every measured batch.
     pub dpu_kernel_us: Spread,
     pub answers_verified: bool,
     /// Things the user should know, such as the partitioner's warnings.
     pub warnings: Vec<String>,
-    pub policies: Policies,
     pub mram: MramNeed,
     pub seed: u64,
     pub version: &'static str,
@@ -118,12 +139,23 @@ pub struct RunReport {
     pub host: HostFacts,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct MramNeed {
-    pub available_bytes: u64,
-    /// Largest need of one DPU: trees plus its largest query and result buffers.
-    pub max_needed_bytes: u64,
-    pub max_needed_dpu: u32,
+impl RunReport {
+    /// A number among the index's keys, by path (`["imbalance", "queries"]`); NaN if absent.
+    pub fn index_f64(&self, path: &[&str]) -> f64 {
+        let mut v = self.index_fields.get(path[0]);
+        for p in &path[1..] {
+            v = v.and_then(|x| x.get(p));
+        }
+        v.and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
+    }
+
+    /// A string among the index's keys; empty if absent.
+    pub fn index_str(&self, key: &str) -> &str {
+        self.index_fields
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+    }
 }
 
 /// Progress reporting, decided by the caller (a terminal, not `--quiet`).
@@ -136,221 +168,35 @@ pub trait Progress {
 pub struct Silent;
 impl Progress for Silent {}
 
-fn pick<T: ?Sized>(
-    list: Vec<Box<T>>,
-    name: &str,
-    key: &str,
-    workload: &Workload,
-    names: impl Fn(&T) -> &'static str,
-) -> Result<Box<T>, InputError> {
-    let known: Vec<&'static str> = list.iter().map(|p| names(p)).collect();
-    list.into_iter().find(|p| names(p) == name).ok_or_else(|| {
-        workload.attribution.error_at(
-            key,
-            format!(
-                "unknown policy `{name}`; expected one of: {}",
-                known.join(", ")
-            ),
-        )
-    })
-}
-
-/// The policy of each stage of a batch.
-pub type Stages = (
-    Box<dyn RoutingPolicy>,
-    Box<dyn EvaluationPolicy>,
-    Box<dyn PostprocessingPolicy>,
-);
-
-/// The three policies the workload names.
-pub fn policies_of(workload: &Workload) -> Result<Stages, InputError> {
-    Ok((
-        pick(
-            routing_policies(),
-            &workload.routing,
-            "run.routing",
-            workload,
-            |p| p.name(),
-        )?,
-        pick(
-            evaluation_policies(),
-            &workload.evaluation,
-            "run.evaluation",
-            workload,
-            |p| p.name(),
-        )?,
-        pick(
-            postprocessing_policies(),
-            &workload.postprocessing,
-            "run.postprocessing",
-            workload,
-            |p| p.name(),
-        )?,
-    ))
-}
-
-/// Queries each DPU serves in a routed batch, a query counted once per DPU.
-fn distinct_queries(batch: &crate::forest::batch::DpuBatch) -> u64 {
-    let (cold, hot) = batch.origin.split_at(batch.cold.len());
-    // Both lists are in batch order; count their union.
-    let (mut i, mut j, mut n) = (0, 0, 0u64);
-    let mut last = None;
-    while i < cold.len() || j < hot.len() {
-        let next = if j >= hot.len() || (i < cold.len() && cold[i] <= hot[j]) {
-            i += 1;
-            cold[i - 1]
-        } else {
-            j += 1;
-            hot[j - 1]
-        };
-        if last != Some(next) {
-            n += 1;
-            last = Some(next);
+impl From<IndexError> for Error {
+    fn from(e: IndexError) -> Error {
+        match e {
+            IndexError::Input(e) => Error::Input(e),
+            IndexError::Kernel(e) => Error::Kernel(e),
+            IndexError::Verification(s) => Error::Verification(s),
         }
     }
-    n
 }
 
-/// DPU cycles to stream `bytes` through the DMA engine in 2,048-byte transfers.
-fn streaming_cycles(machine: &Machine, bytes: u64) -> u64 {
-    let per_block = machine.dpu.dma.occupancy_cycles(2048);
-    bytes.div_ceil(2048) * per_block
-}
-
-/// [est] One-off costs. Build: a parallel push of each DPU's base partition (16 bytes per
-/// pair), then a launch that streams the pairs in and the tree nodes out through the DMA
-/// engine. Partition: the host counts the reference batch per chunk (one lookup per query
-/// end) and scans the chunks once. Exchange: a parallel pull of the hot pairs from their
-/// home DPUs (after the ownership switch), a parallel push to their new DPUs, and a launch
-/// that builds the hot trees.
-fn init_costs(
-    machine: &Machine,
-    system: &System,
-    workload: &Workload,
-    prepared: &Prepared,
-    partitioning: &Partitioning,
-) -> InitCost {
-    let host = system.host();
-    let p = machine.dpus as usize;
-    let base: Vec<u64> = (0..p)
-        .map(|j| {
-            let (a, b) = prepared.loads.base_partition(j, p);
-            prepared.loads.size(a, b - 1)
-        })
-        .collect();
-    let push = host.push_parallel(&base.iter().map(|n| n * PAIR_BYTES).collect::<Vec<_>>());
-    let build_cycles: Vec<u64> = base
-        .iter()
-        .map(|&n| streaming_cycles(machine, n * PAIR_BYTES + tree_bytes(n)))
-        .collect();
-    let build = push.time + host.launch(&build_cycles);
-
-    let ends = if workload.count_both_ends { 2 } else { 1 };
-    let partition = host.cpu(
-        HostWork {
-            queries_routed: workload.batch_size * ends + prepared.loads.chunks() as u64,
-            results_merged: 0,
-            bytes_packed: 0,
+/// The executor's protocol from the workload's `[run]` keys.
+pub fn protocol_of(workload: &Workload) -> Protocol {
+    Protocol {
+        launch: match workload.launch {
+            RawLaunch::Sync => LaunchMode::Sync,
+            RawLaunch::Async => LaunchMode::Async,
         },
-        1,
-    );
-
-    let mut out = vec![0u64; p];
-    let mut into = vec![0u64; p];
-    for part in partitioning.parts.iter().filter(|x| x.hot) {
-        let pairs = prepared.loads.size(part.chunks.start, part.chunks.end - 1);
-        let home = (0..p)
-            .find(|&j| {
-                let (a, b) = prepared.loads.base_partition(j, p);
-                (a..b).contains(&part.chunks.start)
-            })
-            .expect("every chunk has a base partition");
-        out[home] += pairs * PAIR_BYTES;
-        into[part.dpu as usize] += pairs * PAIR_BYTES;
-    }
-    let exchange = if into.iter().all(|&b| b == 0) {
-        Time::ZERO
-    } else {
-        let rebuild: Vec<u64> = into
-            .iter()
-            .map(|&b| streaming_cycles(machine, b + tree_bytes(b / PAIR_BYTES)))
-            .collect();
-        host.ownership_switch(machine.ranks)
-            + host.pull_parallel(&out).time
-            + host.push_parallel(&into).time
-            + host.launch(&rebuild)
-    };
-    InitCost {
-        build: build.as_us_f64(),
-        partition: partition.as_us_f64(),
-        exchange: exchange.as_us_f64(),
+        batches_in_flight: workload.batches_in_flight,
+        arrival: match (workload.arrival, workload.queries_per_s) {
+            (ArrivalMode::Open, Some(rate)) => Arrival::Open {
+                fs_per_query: ((1e15 / rate).round() as u64).max(1),
+            },
+            _ => Arrival::Closed,
+        },
+        batch_size: workload.batch_size,
     }
 }
 
-/// Checks, before anything is simulated, that every DPU's trees and its largest query and
-/// result buffers fit in MRAM. The error names the DPU and the bytes.
-fn check_mram(
-    machine: &Machine,
-    workload: &Workload,
-    partitioning: &Partitioning,
-    prepared: &Prepared,
-    table: &RoutingTable,
-    batches: &[Vec<Query>],
-) -> Result<MramNeed, InputError> {
-    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
-    let mut records = vec![0u64; machine.dpus as usize];
-    let mut count = vec![0u64; machine.dpus as usize];
-    for batch in batches {
-        count.fill(0);
-        for q in batch {
-            table.route(q.lo, q.hi, |e| count[table.target(e).dpu as usize] += 1);
-        }
-        for (r, &c) in records.iter_mut().zip(&count) {
-            *r = (*r).max(c);
-        }
-    }
-    let kind = workload.kind;
-    let need: Vec<u64> = pairs
-        .iter()
-        .zip(&records)
-        .map(|(&(cold, hot), &n)| {
-            let trees = tree_bytes(cold) + if hot > 0 { tree_bytes(hot) } else { 0 };
-            trees.next_multiple_of(8)
-                + HEADER_BYTES
-                + n * (query_record_bytes(kind) + result_record_bytes(kind))
-        })
-        .collect();
-    let (dpu, &max) = need
-        .iter()
-        .enumerate()
-        .max_by_key(|&(i, b)| (*b, std::cmp::Reverse(i)))
-        .expect("at least one DPU");
-    if max > machine.mram_size_bytes {
-        let (cold, hot) = pairs[dpu];
-        return Err(workload.attribution.error_at(
-            "data.pairs",
-            format!(
-                "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {} queries) but has {} (dpu.mram_size_bytes); choose another partitioner, less data or more DPUs",
-                records[dpu], machine.mram_size_bytes
-            ),
-        ));
-    }
-    Ok(MramNeed {
-        available_bytes: machine.mram_size_bytes,
-        max_needed_bytes: max,
-        max_needed_dpu: dpu as u32,
-    })
-}
-
-/// A simulation failure that is not the input's fault.
-fn verification_error(kind: QueryKind, batch: u64, i: usize, got: String, want: String) -> Error {
-    Error::Verification(format!(
-        "batch {batch}, query {i} ({}): the DPUs answered {got}, the reference {want}",
-        kind.name()
-    ))
-}
-
-/// Runs the whole experiment.
+/// Runs the whole experiment with the index the workload names.
 pub fn run(
     machine: &Machine,
     workload: &Workload,
@@ -358,212 +204,244 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<RunReport, Error> {
     let wall = std::time::Instant::now();
-    if workload.tasklets > machine.dpu.max_tasklets {
-        return Err(workload
-            .attribution
-            .error_at(
-                "run.tasklets",
-                format!(
-                    "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
-                    workload.tasklets, machine.dpu.max_tasklets
-                ),
-            )
-            .into());
-    }
-    let (routing, evaluation, postprocessing) = policies_of(workload)?;
-    progress.phase("partitioning");
-    let prepared = Prepared::new(machine, workload)?;
-    let partitioning = prepared.partition(partitioner, workload)?;
-    let table = RoutingTable::new(&partitioning, &prepared.data);
-    progress.phase("generating batches");
-    let mut batches: Vec<Vec<Query>> = (0..workload.total_batches())
-        .map(|b| prepared.queries.batch(b))
-        .collect();
-    let mram = check_mram(
-        machine,
-        workload,
-        &partitioning,
-        &prepared,
-        &table,
-        &batches,
-    )?;
-
-    progress.phase("building trees");
-    let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
-    let reference = Reference::new(workload.kind, &views);
-    let visit = |c: usize, pairs: &[(u64, u64)]| {
-        let (first, last) = chunk_key_range(&prepared.data, c);
-        reference.visit(&views, first, last, pairs);
-    };
-    let (cold_chunks, hot_chunks) = chunks_per_dpu(&partitioning);
-    let mut system = System::new(machine);
-    // Each DPU's trees go straight into its MRAM; only their shape is kept on the side, so
-    // the tree bytes exist once.
-    let built: Vec<(DpuLayout, DpuTrees)> = system
-        .dpus_mut()
-        .par_iter_mut()
-        .enumerate()
-        .map(|(d, dpu)| {
-            let mut t = build_dpu_trees(&prepared.data, &cold_chunks[d], &hot_chunks[d], &visit);
-            let layout = DpuLayout::new(&t);
-            write_trees(dpu.mram_mut(), &layout, &t);
-            t.cold.bytes = Vec::new();
-            if let Some(h) = t.hot.as_mut() {
-                h.bytes = Vec::new();
-            }
-            (layout, t)
-        })
-        .collect();
-    drop(views);
-    if workload.kind == QueryKind::Get {
-        for (b, batch) in batches.iter_mut().enumerate() {
-            reference.resolved_gets(b, batch);
-        }
-    }
-    let (layouts, trees): (Vec<DpuLayout>, Vec<DpuTrees>) = built.into_iter().unzip();
-    let init = init_costs(machine, &system, workload, &prepared, &partitioning);
-
-    let env_host = system.host().clone();
-    let env = BatchEnv {
-        kind: workload.kind,
-        host: &env_host,
-        ranks: machine.ranks,
-        dpus: machine.dpus,
-        tasklets: workload.tasklets,
-        table: &table,
-        layouts: &layouts,
-        trees: &trees,
-    };
-    let measured_from = workload.warmup_batches;
-    let mut batch_us = Vec::new();
-    let mut sums = [0f64; 5];
-    let mut if_q = Vec::new();
-    let mut kernel_hist =
-        Histogram::<u64>::new(3).expect("three significant figures is a valid precision");
-    let mut metric_sums: [BTreeMap<&'static str, f64>; 3] = Default::default();
-    let mut events = 0u64;
-    let mut kernel_wall_s = 0f64;
-    let total = workload.total_batches();
-    for (b, batch) in batches.iter().enumerate() {
-        let b = b as u64;
-        progress.batch(b, total);
-        let routed = routing.route(&env, batch);
-        let started = std::time::Instant::now();
-        let evaluated = evaluation.evaluate(&env, &mut system, &routed)?;
-        kernel_wall_s += started.elapsed().as_secs_f64();
-        let post = postprocessing.postprocess(&env, &routed, &evaluated, batch.len());
-        events += evaluated.events;
-        let want = reference.answers(b as usize);
-        if let Some(i) = (0..batch.len()).find(|&i| post.answers[i] != want[i]) {
-            return Err(verification_error(
-                workload.kind,
-                b,
-                i,
-                format!("{:?}", post.answers[i]),
-                format!("{:?}", want[i]),
-            ));
-        }
-        if b < measured_from {
-            continue;
-        }
-        let parts = [
-            routed.routing,
-            routed.cpu_to_dpu,
-            evaluated.dpu_kernel,
-            post.dpu_to_cpu,
-            post.postprocessing,
-        ];
-        let t: Time = parts.iter().copied().fold(Time::ZERO, |a, x| a + x);
-        batch_us.push(t.as_us_f64());
-        for (s, x) in sums.iter_mut().zip(parts) {
-            *s += x.as_us_f64();
-        }
-        let served: Vec<u64> = routed.batches.iter().map(distinct_queries).collect();
-        if_q.push(imbalance_factor(&served));
-        for d in &evaluated.per_dpu {
-            kernel_hist
-                .record(d.ps().div_ceil(1000).max(1))
-                .expect("kernel times fit the histogram");
-        }
-        for (acc, m) in
-            metric_sums
-                .iter_mut()
-                .zip([&routed.metrics, &evaluated.metrics, &post.metrics])
-        {
-            add_metrics(acc, m);
-        }
-    }
-    progress.phase("done");
-    let n = batch_us.len() as f64;
-    let mean = batch_us.iter().sum::<f64>() / n;
-    let var = batch_us.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
-    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
-    let totals: Vec<u64> = pairs.iter().map(|&(c, h)| c + h).collect();
-    let ns = |v: u64| v as f64 / 1000.0;
-    let policy = |name: &str, sums: &BTreeMap<&'static str, f64>| PolicyReport {
-        name: name.to_owned(),
-        metrics: sums.iter().map(|(k, v)| (k.to_string(), v / n)).collect(),
-    };
-    let wall_s = wall.elapsed().as_secs_f64();
+    let mut index = index::build(machine, workload, partitioner, &mut |p| progress.phase(p))?;
     let mut raw_workload = workload.raw.clone();
     raw_workload.partition.partitioner = partitioner.name().to_owned();
-    Ok(RunReport {
-        partitioner: partitioner.name().to_owned(),
+    let config = EffectiveConfig {
+        machine: machine.raw.clone(),
+        workload: raw_workload,
+    };
+    drive(machine, workload, index.as_mut(), config, progress, wall)
+}
+
+/// What the driver gathers while the batches run.
+struct Gathered {
+    kernel_ns: Histogram<u64>,
+    events: u64,
+    kernel_wall_s: f64,
+}
+
+/// Runs every batch of `workload` through `index` on the machine; generic over the index.
+pub fn drive(
+    machine: &Machine,
+    workload: &Workload,
+    index: &mut dyn Index,
+    config: EffectiveConfig,
+    progress: &mut dyn Progress,
+    wall: std::time::Instant,
+) -> Result<RunReport, Error> {
+    let init = time_init(machine, index.init_programs());
+    let total = workload.total_batches();
+    let warmup = workload.warmup_batches;
+    let mut g = Gathered {
+        kernel_ns: histogram_ns(),
+        events: 0,
+        kernel_wall_s: 0.0,
+    };
+    let timeline = Executor::run(machine, protocol_of(workload), total, |b, n| {
+        progress.batch(b, total);
+        let work = index.run_batch(b, n, b >= warmup)?;
+        g.events += work.events;
+        g.kernel_wall_s += work.kernel_wall_s;
+        if b >= warmup {
+            for t in &work.dpu_kernel {
+                g.kernel_ns.saturating_record(t.ps().div_ceil(1000).max(1));
+            }
+        }
+        Ok::<Program, Error>(work.program)
+    })?;
+    progress.phase("done");
+    Ok(report(
+        machine, workload, index, config, init, &timeline, g, wall,
+    ))
+}
+
+/// Times the index's init programs one after another on an idle machine.
+fn time_init(machine: &Machine, programs: Vec<(&'static str, Program)>) -> Named {
+    let n = programs.len() as u64;
+    let timeline =
+        Executor::<std::convert::Infallible>::run(machine, Protocol::sequential(1), n, |b, _| {
+            Ok(programs[b as usize].1.clone())
+        })
+        .unwrap_or_else(|never| match never {});
+    let mut init = Named::default();
+    for (b, (name, _)) in timeline.batches.iter().zip(&programs) {
+        init.add(name, (b.end - b.start).as_us_f64());
+    }
+    init
+}
+
+/// A histogram of nanoseconds from 1 ns to about 13 days, three significant figures;
+/// values beyond are clamped to its range.
+fn histogram_ns() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1 << 50, 3).expect("valid histogram bounds")
+}
+
+fn mean_std(xs: &[f64]) -> MeanStd {
+    let n = xs.len().max(1) as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    MeanStd {
+        mean,
+        stddev: var.sqrt(),
+    }
+}
+
+/// The critical path of the measured batches, per stage, then waiting, then per class.
+fn breakdown(measured: &[&BatchTiming]) -> Named {
+    let n = measured.len().max(1) as f64;
+    let mut stages = Named::default();
+    let mut classes = [0f64; 3];
+    let mut waiting = 0f64;
+    if let Some(first) = measured.first() {
+        for s in &first.stages {
+            stages.add(s.name, 0.0);
+        }
+    }
+    for b in measured {
+        for seg in &b.segments {
+            let us = (seg.end - seg.start).as_us_f64() / n;
+            match seg.stage {
+                Some(i) => {
+                    let stage = b.stages[i];
+                    stages.add(stage.name, us);
+                    classes[stage.class as usize] += us;
+                }
+                None => waiting += us,
+            }
+        }
+    }
+    stages.add("waiting", waiting);
+    for (class, v) in [Class::Cpu, Class::Communication, Class::Pim]
+        .into_iter()
+        .zip(classes)
+    {
+        let name = match class {
+            Class::Cpu => "cpu",
+            Class::Communication => "communication",
+            Class::Pim => "pim",
+        };
+        stages.add(name, v);
+    }
+    stages
+}
+
+fn latency(protocol: &Protocol, measured: &[&BatchTiming]) -> Latency {
+    let mut h = histogram_ns();
+    for b in measured {
+        match protocol.arrival {
+            Arrival::Closed => {
+                h.saturating_record_n((b.end - b.start).ps().div_ceil(1000).max(1), b.queries)
+            }
+            Arrival::Open { .. } => {
+                for j in b.first_query..b.first_query + b.queries {
+                    let arrived = crate::system::exec::arrival_time(protocol.arrival, j);
+                    h.saturating_record((b.end - arrived).ps().div_ceil(1000).max(1));
+                }
+            }
+        }
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Latency {
+        p50: us(h.value_at_quantile(0.5)),
+        p90: us(h.value_at_quantile(0.9)),
+        p99: us(h.value_at_quantile(0.99)),
+        p999: us(h.value_at_quantile(0.999)),
+        max: us(h.max()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    machine: &Machine,
+    workload: &Workload,
+    index: &dyn Index,
+    config: EffectiveConfig,
+    init: Named,
+    timeline: &Timeline,
+    g: Gathered,
+    wall: std::time::Instant,
+) -> RunReport {
+    let warmup = workload.warmup_batches;
+    let mut by_batch: Vec<&BatchTiming> = timeline.batches.iter().collect();
+    by_batch.sort_by_key(|b| b.batch);
+    let measured: Vec<&BatchTiming> = by_batch[warmup as usize..].to_vec();
+    let times: Vec<f64> = measured
+        .iter()
+        .map(|b| (b.end - b.start).as_us_f64())
+        .collect();
+    let mut ends: Vec<Time> = timeline.batches.iter().map(|b| b.end).collect();
+    ends.sort();
+    let window_start = by_batch[..warmup as usize]
+        .iter()
+        .map(|b| b.end)
+        .max()
+        .unwrap_or(Time::ZERO);
+    let window_end = ends.last().copied().unwrap_or(Time::ZERO);
+    let intervals: Vec<f64> = ends
+        .windows(2)
+        .filter(|w| w[0] >= window_start)
+        .map(|w| (w[1] - w[0]).as_us_f64())
+        .collect();
+    let queries: u64 = measured.iter().map(|b| b.queries).sum();
+    let window_s = (window_end - window_start).as_s_f64();
+    let protocol = protocol_of(workload);
+    let saturated = matches!(protocol.arrival, Arrival::Open { .. })
+        && timeline.backlog_at_end >= workload.batch_size;
+    let mut warnings = index.warnings();
+    if saturated {
+        warnings.push(format!(
+            "saturated: queries arrive at {} per second, faster than the machine serves them; {} queries were still waiting at the end",
+            workload.queries_per_s.unwrap_or(0.0),
+            timeline.backlog_at_end
+        ));
+    }
+    let ns = |v: u64| v as f64 / 1000.0;
+    let h = &g.kernel_ns;
+    RunReport {
+        index: index.name().to_owned(),
+        index_fields: index.report(),
+        index_rows: index.table_rows(),
         dpus: machine.dpus,
         tasklets: workload.tasklets,
         queries_per_batch: workload.batch_size,
         measured_batches: workload.measured_batches,
-        batch_time_us: MeanStd {
-            mean,
-            stddev: var.sqrt(),
+        protocol: ProtocolReport {
+            launch: workload.launch,
+            batches_in_flight: workload.batches_in_flight,
+            arrival: workload.arrival,
+            queries_per_s: workload.queries_per_s,
         },
-        breakdown_us: Breakdown {
-            routing: sums[0] / n,
-            cpu_to_dpu: sums[1] / n,
-            dpu_kernel: sums[2] / n,
-            dpu_to_cpu: sums[3] / n,
-            postprocessing: sums[4] / n,
+        batch_time_us: mean_std(&times),
+        batch_interval_us: MeanStd {
+            mean: (window_end - window_start).as_us_f64() / measured.len().max(1) as f64,
+            stddev: mean_std(&intervals).stddev,
         },
+        breakdown_us: breakdown(&measured),
         init_us: init,
-        throughput_queries_per_s: workload.batch_size as f64 / (mean * 1e-6),
-        imbalance: RunImbalance {
-            data: imbalance_factor(&totals),
-            queries: if_q.iter().sum::<f64>() / n,
-        },
+        throughput_queries_per_s: queries as f64 / window_s.max(1e-12),
+        latency_us: latency(&protocol, &measured),
+        saturated,
         dpu_kernel_us: Spread {
-            min: ns(kernel_hist.min()),
-            p50: ns(kernel_hist.value_at_quantile(0.5)),
-            p99: ns(kernel_hist.value_at_quantile(0.99)),
-            max: ns(kernel_hist.max()),
+            min: ns(h.min()),
+            p50: ns(h.value_at_quantile(0.5)),
+            p99: ns(h.value_at_quantile(0.99)),
+            max: ns(h.max()),
         },
         answers_verified: true,
-        warnings: partitioning.warnings.clone(),
-        policies: Policies {
-            routing: policy(routing.name(), &metric_sums[0]),
-            evaluation: policy(evaluation.name(), &metric_sums[1]),
-            postprocessing: policy(postprocessing.name(), &metric_sums[2]),
-        },
-        mram,
+        warnings,
+        mram: index.mram(),
         seed: workload.seed,
         version: env!("CARGO_PKG_VERSION"),
-        config: EffectiveConfig {
-            machine: machine.raw.clone(),
-            workload: raw_workload,
-        },
+        config,
         host: HostFacts {
-            wall_s,
+            wall_s: wall.elapsed().as_secs_f64(),
             peak_rss_bytes: peak_rss_bytes(),
-            simulated_events: events,
-            kernel_wall_s,
-            simulated_events_per_s: events as f64 / kernel_wall_s.max(1e-9),
+            simulated_events: g.events,
+            kernel_wall_s: g.kernel_wall_s,
+            simulated_events_per_s: g.events as f64 / g.kernel_wall_s.max(1e-9),
             threads: rayon::current_num_threads(),
         },
-    })
-}
-
-fn add_metrics(acc: &mut BTreeMap<&'static str, f64>, m: &Metrics) {
-    for &(k, v) in m {
-        *acc.entry(k).or_insert(0.0) += v;
     }
 }
 

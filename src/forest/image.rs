@@ -8,6 +8,7 @@
 use super::batch::{DpuBatch, HEADER_BYTES, query_record_bytes, result_record_bytes};
 use super::build::DpuTrees;
 use super::kernel::{DpuArgs, TreeArgs};
+use super::layout::dpu_trees_bytes;
 use super::reference::Answer;
 use crate::dpu::Mram;
 use crate::workload::{Query, QueryKind};
@@ -51,11 +52,6 @@ impl DpuLayout {
         self.query_base + HEADER_BYTES + n * query_record_bytes(kind)
     }
 
-    /// First byte after the result buffer of a batch of `n` records: the MRAM it needs.
-    pub fn end(&self, kind: QueryKind, n: u64) -> u64 {
-        self.result_base(kind, n) + n * result_record_bytes(kind)
-    }
-
     /// The kernel's arguments for a batch of `n` records on this DPU.
     pub fn args(&self, trees: &DpuTrees, kind: QueryKind, n: u64) -> DpuArgs {
         DpuArgs {
@@ -73,6 +69,15 @@ impl DpuLayout {
             result_base: self.result_base(kind, n),
         }
     }
+}
+
+/// MRAM bytes a DPU needs: its trees, then (8-byte aligned) a query buffer and a result
+/// buffer of `records` records. The one formula for a B+-Forest DPU's MRAM need; it is the
+/// layout of [`DpuLayout`] (trees, header, query records, result records).
+pub fn mram_need_bytes(kind: QueryKind, cold_pairs: u64, hot_pairs: u64, records: u64) -> u64 {
+    dpu_trees_bytes(cold_pairs, hot_pairs).next_multiple_of(8)
+        + HEADER_BYTES
+        + records * (query_record_bytes(kind) + result_record_bytes(kind))
 }
 
 /// Writes the trees into MRAM.

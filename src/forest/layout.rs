@@ -26,6 +26,16 @@ pub fn tree_bytes(pairs: u64) -> u64 {
     bulk_loaded_levels(pairs).iter().sum::<u64>() * NODE_BYTES
 }
 
+/// MRAM bytes of a DPU's trees: the cold tree, and the hot tree when it has hot pairs.
+pub fn dpu_trees_bytes(cold_pairs: u64, hot_pairs: u64) -> u64 {
+    tree_bytes(cold_pairs)
+        + if hot_pairs > 0 {
+            tree_bytes(hot_pairs)
+        } else {
+            0
+        }
+}
+
 /// Height of a bulk-loaded tree (1 = a single leaf).
 pub fn tree_height(pairs: u64) -> u32 {
     bulk_loaded_levels(pairs).len() as u32

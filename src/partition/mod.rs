@@ -5,6 +5,7 @@
 
 pub mod ccp;
 pub mod loads;
+pub mod prepared;
 pub mod qdd;
 pub mod routing;
 

@@ -1,9 +1,11 @@
 //! The three stages of a B+-Forest batch as pluggable policies, chosen by name:
 //! routing (host), evaluation (the DPU kernel and its work split) and postprocessing (host).
 //!
-//! Each stage returns its simulated time(s) and a list of named metrics, so that every
-//! implementation reports in one schema; `pimdes run` averages the metrics over the
-//! measured batches under `policies.<stage>.metrics`.
+//! Each stage computes its part of the batch functionally and says what it costs in the
+//! machine's terms (host work, bytes per DPU, each DPU's kernel time); the index turns that
+//! into the batch's program, and the system executor times it. Every stage also returns
+//! named metrics, so every implementation reports in one schema; `pimdes run` averages them
+//! over the measured batches under `policies.<stage>.metrics`.
 
 use crate::dpu::LaunchError;
 use crate::engine::Time;
@@ -12,9 +14,11 @@ use crate::forest::build::DpuTrees;
 use crate::forest::image::{DpuLayout, query_buffer, read_results};
 use crate::forest::kernel::{ForestKernel, WorkSplit};
 use crate::forest::reference::Answer;
-use crate::host::{Host, HostWork};
+use crate::host::{HostWork, moved_bytes};
+use crate::machine::Machine;
 use crate::partition::RoutingTable;
 use crate::system::System;
+use crate::system::program::TransferKind;
 use crate::workload::{Query, QueryKind};
 
 /// Named per-batch measurements of a stage.
@@ -23,28 +27,26 @@ pub type Metrics = Vec<(&'static str, f64)>;
 /// What every stage may look at.
 pub struct BatchEnv<'a> {
     pub kind: QueryKind,
-    pub host: &'a Host,
-    pub ranks: u32,
-    pub dpus: u32,
+    pub machine: &'a Machine,
     pub tasklets: u32,
     pub table: &'a RoutingTable,
     pub layouts: &'a [DpuLayout],
     pub trees: &'a [DpuTrees],
 }
 
-/// The routing stage's result: per-DPU query lists and the host and transfer time.
+/// The routing stage's result: per-DPU query lists, the host work and the buffers to send.
 pub struct Routed {
     pub batches: Vec<DpuBatch>,
-    pub routing: Time,
-    pub cpu_to_dpu: Time,
+    /// Host work of routing and packing.
+    pub work: HostWork,
+    /// Bytes of each DPU's query buffer.
+    pub push_bytes: Vec<u64>,
     pub metrics: Metrics,
 }
 
 /// The evaluation stage's result: each DPU's partial results in record order.
 pub struct Evaluated {
     pub results: Vec<Vec<Answer>>,
-    /// Launch fixed cost plus the slowest DPU.
-    pub dpu_kernel: Time,
     /// Each DPU's kernel time.
     pub per_dpu: Vec<Time>,
     pub events: u64,
@@ -54,8 +56,10 @@ pub struct Evaluated {
 /// The postprocessing stage's result: one answer per query, in batch order.
 pub struct Postprocessed {
     pub answers: Vec<Answer>,
-    pub dpu_to_cpu: Time,
-    pub postprocessing: Time,
+    /// Bytes of each DPU's result buffer, read back before merging.
+    pub pull_bytes: Vec<u64>,
+    /// Host work of merging.
+    pub work: HostWork,
     pub metrics: Metrics,
 }
 
@@ -117,31 +121,29 @@ impl RoutingPolicy for HostBinarySearch {
     }
 
     fn route(&self, env: &BatchEnv, queries: &[Query]) -> Routed {
-        let (batches, stats) = route_batch(env.table, queries, env.dpus);
-        let sizes: Vec<u64> = batches
+        let (batches, stats) = route_batch(env.table, queries, env.machine.dpus);
+        let push_bytes: Vec<u64> = batches
             .iter()
             .map(|b| query_buffer_bytes(env.kind, b))
             .collect();
-        let bytes: u64 = sizes.iter().sum();
-        let work = HostWork {
-            queries_routed: stats.queries,
-            results_merged: 0,
-            bytes_packed: bytes,
-        };
-        let routing = env.host.cpu(work, env.host.threads());
-        let push = env.host.push_parallel(&sizes);
+        let bytes: u64 = push_bytes.iter().sum();
+        let moved = moved_bytes(env.machine, TransferKind::Parallel, &push_bytes);
         Routed {
             batches,
-            routing,
-            cpu_to_dpu: push.time,
+            work: HostWork {
+                queries_routed: stats.queries,
+                results_merged: 0,
+                bytes_packed: bytes,
+            },
+            push_bytes,
             metrics: vec![
                 ("fragments", stats.fragments as f64),
                 (
                     "fragments_per_query",
                     stats.fragments as f64 / stats.queries.max(1) as f64,
                 ),
-                ("bytes_sent", push.payload_bytes as f64),
-                ("bytes_moved_with_padding", push.moved_bytes as f64),
+                ("bytes_sent", bytes as f64),
+                ("bytes_moved_with_padding", moved as f64),
             ],
         }
     }
@@ -205,7 +207,6 @@ impl EvaluationPolicy for TaskletEvaluation {
             .sum();
         Ok(Evaluated {
             results,
-            dpu_kernel: report.time,
             per_dpu,
             events: report.events,
             metrics: vec![
@@ -234,23 +235,22 @@ impl PostprocessingPolicy for HostMerge {
         evaluated: &Evaluated,
         queries: usize,
     ) -> Postprocessed {
-        let sizes: Vec<u64> = routed
+        let pull_bytes: Vec<u64> = routed
             .batches
             .iter()
             .map(|b| result_buffer_bytes(env.kind, b))
             .collect();
-        let pull = env.host.pull_parallel(&sizes);
+        let received: u64 = pull_bytes.iter().sum();
         let fragments: u64 = routed.batches.iter().map(|b| b.len() as u64).sum();
-        let work = HostWork {
-            queries_routed: 0,
-            results_merged: fragments,
-            bytes_packed: 0,
-        };
         Postprocessed {
             answers: merge(env.kind, &routed.batches, &evaluated.results, queries),
-            dpu_to_cpu: env.host.ownership_switch(env.ranks) + pull.time,
-            postprocessing: env.host.cpu(work, env.host.threads()),
-            metrics: vec![("bytes_received", pull.payload_bytes as f64)],
+            pull_bytes,
+            work: HostWork {
+                queries_routed: 0,
+                results_merged: fragments,
+                bytes_packed: 0,
+            },
+            metrics: vec![("bytes_received", received as f64)],
         }
     }
 }

@@ -64,10 +64,46 @@ fn default_postprocessing() -> String {
     "host-merge".to_owned()
 }
 
-/// How `pimdes run` executes batches: tasklets per DPU and the policy of each stage.
+fn default_index() -> String {
+    "b+forest".to_owned()
+}
+
+fn default_in_flight() -> u64 {
+    1
+}
+
+/// When the host reads the ranks after a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LaunchMode {
+    /// Launch every rank, wait for all, then read all.
+    #[default]
+    Sync,
+    /// Read each rank as soon as the host's polling sees it finished.
+    Async,
+}
+
+/// How batches are formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrivalMode {
+    /// A batch of `batch_size` queries starts when the previous one ends.
+    #[default]
+    Closed,
+    /// Queries arrive at `run.queries_per_s`; a batch takes what is waiting.
+    Open,
+}
+
+/// Upper bound on `run.batches_in_flight`.
+pub const MAX_BATCHES_IN_FLIGHT: u64 = 4;
+
+/// How `pimdes run` executes batches: the index, tasklets per DPU, the policy of each stage
+/// and the host's protocol.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawRun {
+    #[serde(default = "default_index")]
+    pub index: String,
     #[serde(default = "default_tasklets")]
     pub tasklets: u64,
     #[serde(default = "default_routing")]
@@ -76,11 +112,25 @@ pub struct RawRun {
     pub evaluation: String,
     #[serde(default = "default_postprocessing")]
     pub postprocessing: String,
+    #[serde(default)]
+    pub launch: LaunchMode,
+    #[serde(default = "default_in_flight")]
+    pub batches_in_flight: u64,
+    #[serde(default)]
+    pub arrival: ArrivalMode,
+    /// Arrival rate of open arrivals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries_per_s: Option<f64>,
 }
 
 impl Default for RawRun {
     fn default() -> Self {
         RawRun {
+            index: default_index(),
+            launch: LaunchMode::default(),
+            batches_in_flight: default_in_flight(),
+            arrival: ArrivalMode::default(),
+            queries_per_s: None,
             tasklets: default_tasklets(),
             routing: default_routing(),
             evaluation: default_evaluation(),
@@ -172,6 +222,13 @@ pub struct Workload {
     pub deviation: Option<Deviation>,
     /// Tasklets per DPU in `pimdes run` (checked against the machine when it runs).
     pub tasklets: u32,
+    /// The index `pimdes run` runs (checked by the index registry).
+    pub index: String,
+    pub launch: LaunchMode,
+    pub batches_in_flight: u32,
+    pub arrival: ArrivalMode,
+    /// Open arrivals only.
+    pub queries_per_s: Option<f64>,
     /// Policy names of the three stages of a batch (checked by the run's registries).
     pub routing: String,
     pub evaluation: String,
@@ -186,6 +243,28 @@ pub struct Workload {
 pub struct Deviation {
     pub base_partition: u64,
     pub factor: f64,
+}
+
+/// `run.queries_per_s` is required by open arrivals and refused otherwise.
+fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
+    match (r.arrival, r.queries_per_s) {
+        (ArrivalMode::Closed, None) => Ok(None),
+        (ArrivalMode::Closed, Some(_)) => Err(source.error_at(
+            "run.queries_per_s",
+            "only open arrivals have a rate; set run.arrival = \"open\" or remove it",
+        )),
+        (ArrivalMode::Open, None) => Err(source.error_at(
+            "run.queries_per_s",
+            "open arrivals need a rate (queries per second)",
+        )),
+        (ArrivalMode::Open, Some(rate)) if rate.is_finite() && (1.0..=1e12).contains(&rate) => {
+            Ok(Some(rate))
+        }
+        (ArrivalMode::Open, Some(rate)) => Err(source.error_at(
+            "run.queries_per_s",
+            format!("{rate} is not between 1 and 1e12 queries per second"),
+        )),
+    }
 }
 
 impl Workload {
@@ -306,7 +385,22 @@ impl Workload {
                 ),
             );
         }
+        let queries_per_s = validate_arrival(r, source)?;
+        if r.batches_in_flight == 0 || r.batches_in_flight > MAX_BATCHES_IN_FLIGHT {
+            return err(
+                "run.batches_in_flight",
+                format!(
+                    "{} is not between 1 and {MAX_BATCHES_IN_FLIGHT}",
+                    r.batches_in_flight
+                ),
+            );
+        }
         Ok(Workload {
+            index: r.index.clone(),
+            launch: r.launch,
+            batches_in_flight: r.batches_in_flight as u32,
+            arrival: r.arrival,
+            queries_per_s,
             tasklets: r.tasklets as u32,
             routing: r.routing.clone(),
             evaluation: r.evaluation.clone(),

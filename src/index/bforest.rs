@@ -1,0 +1,660 @@
+//! B+-Forest as an [`Index`]: the partitioner places chunks (bottom-level subtrees) on DPUs,
+//! each DPU keeps a cold and a hot B+-tree in MRAM, and a batch runs through the three
+//! policies (routing, evaluation, postprocessing). Its program:
+//!
+//! | stage | class | step |
+//! |---|---|---|
+//! | `routing` | cpu | route and pack on all host threads |
+//! | `cpu_to_dpu` | communication | parallel push of the query buffers |
+//! | `dpu_kernel` | pim | launch, the kernel on every DPU |
+//! | `dpu_to_cpu` | communication | ownership switch, parallel pull of the result buffers |
+//! | `postprocessing` | cpu | merge on all host threads |
+
+use super::{BatchWork, Index, IndexError, MramNeed};
+use crate::engine::Time;
+use crate::error::InputError;
+use crate::forest::batch::DpuBatch;
+use crate::forest::build::{DpuTrees, build_dpu_trees, chunk_key_range, chunks_per_dpu};
+use crate::forest::image::{DpuLayout, mram_need_bytes, write_trees};
+use crate::forest::layout::{PAIR_BYTES, tree_bytes};
+use crate::forest::reference::Reference;
+use crate::host::HostWork;
+use crate::machine::Machine;
+use crate::partition::prepared::{Prepared, imbalance_factor};
+use crate::partition::{Partitioner, Partitioning, RoutingTable};
+use crate::policies::{
+    BatchEnv, EvaluationPolicy, Metrics, PostprocessingPolicy, RoutingPolicy, evaluation_policies,
+    postprocessing_policies, routing_policies,
+};
+use crate::system::System;
+use crate::system::program::{Class, Direction, Program, Stage, Step, TransferKind};
+use crate::workload::{Query, QueryKind, Workload};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The name `run.index` selects B+-Forest by.
+pub const NAME: &str = "b+forest";
+
+const STAGES: [Stage; 5] = [
+    Stage {
+        name: "routing",
+        class: Class::Cpu,
+    },
+    Stage {
+        name: "cpu_to_dpu",
+        class: Class::Communication,
+    },
+    Stage {
+        name: "dpu_kernel",
+        class: Class::Pim,
+    },
+    Stage {
+        name: "dpu_to_cpu",
+        class: Class::Communication,
+    },
+    Stage {
+        name: "postprocessing",
+        class: Class::Cpu,
+    },
+];
+
+/// The policy of each stage of a batch.
+pub struct Policies {
+    pub routing: Box<dyn RoutingPolicy>,
+    pub evaluation: Box<dyn EvaluationPolicy>,
+    pub postprocessing: Box<dyn PostprocessingPolicy>,
+}
+
+fn pick<T: ?Sized>(
+    list: Vec<Box<T>>,
+    name: &str,
+    key: &str,
+    workload: &Workload,
+    names: impl Fn(&T) -> &'static str,
+) -> Result<Box<T>, InputError> {
+    let known: Vec<&'static str> = list.iter().map(|p| names(p)).collect();
+    list.into_iter().find(|p| names(p) == name).ok_or_else(|| {
+        workload.attribution.error_at(
+            key,
+            format!(
+                "unknown policy `{name}`; expected one of: {}",
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+impl Policies {
+    /// The three policies the workload names.
+    pub fn of(workload: &Workload) -> Result<Policies, InputError> {
+        Ok(Policies {
+            routing: pick(
+                routing_policies(),
+                &workload.routing,
+                "run.routing",
+                workload,
+                |p| p.name(),
+            )?,
+            evaluation: pick(
+                evaluation_policies(),
+                &workload.evaluation,
+                "run.evaluation",
+                workload,
+                |p| p.name(),
+            )?,
+            postprocessing: pick(
+                postprocessing_policies(),
+                &workload.postprocessing,
+                "run.postprocessing",
+                workload,
+                |p| p.name(),
+            )?,
+        })
+    }
+}
+
+/// B+-Forest's own measurements, over the measured batches.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    batches: u64,
+    if_q_sum: f64,
+    metric_sums: [BTreeMap<&'static str, f64>; 3],
+}
+
+/// B+-Forest placed on a machine, with its reference answers.
+pub struct BForest {
+    machine: Machine,
+    kind: QueryKind,
+    tasklets: u32,
+    partitioner: String,
+    policies: Policies,
+    prepared: Prepared,
+    partitioning: Partitioning,
+    table: RoutingTable,
+    batches: Vec<Vec<Query>>,
+    reference: Reference,
+    system: System,
+    layouts: Vec<DpuLayout>,
+    trees: Vec<DpuTrees>,
+    mram: MramNeed,
+    tally: Tally,
+    count_both_ends: bool,
+    batch_size: u64,
+}
+
+impl BForest {
+    /// Partitions the workload's data, checks MRAM, builds every DPU's trees into its MRAM
+    /// and prepares the reference answers of every batch.
+    pub fn new(
+        machine: &Machine,
+        workload: &Workload,
+        partitioner: &dyn Partitioner,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<BForest, IndexError> {
+        Self::with_policies(
+            machine,
+            workload,
+            partitioner,
+            Policies::of(workload)?,
+            progress,
+        )
+    }
+
+    /// As [`BForest::new`], with policies given by the caller (for example a policy under
+    /// test that is not in the registry).
+    pub fn with_policies(
+        machine: &Machine,
+        workload: &Workload,
+        partitioner: &dyn Partitioner,
+        policies: Policies,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<BForest, IndexError> {
+        check_tasklets(machine, workload)?;
+        progress("partitioning");
+        let prepared = Prepared::new(machine, workload)?;
+        let partitioning = prepared.partition(partitioner, workload)?;
+        let table = RoutingTable::new(&partitioning, &prepared.data);
+        progress("generating batches");
+        let mut batches: Vec<Vec<Query>> = (0..workload.total_batches())
+            .map(|b| prepared.queries.batch(b))
+            .collect();
+        let mram = check_mram(
+            machine,
+            workload,
+            &partitioning,
+            &prepared,
+            &table,
+            &batches,
+        )?;
+        progress("building trees");
+        let mut system = System::new(machine);
+        let (reference, layouts, trees) = build(
+            &mut system,
+            workload.kind,
+            &prepared,
+            &partitioning,
+            &batches,
+        );
+        if workload.kind == QueryKind::Get {
+            for (b, batch) in batches.iter_mut().enumerate() {
+                reference.resolved_gets(b, batch);
+            }
+        }
+        Ok(BForest {
+            machine: machine.clone(),
+            kind: workload.kind,
+            tasklets: workload.tasklets,
+            partitioner: partitioner.name().to_owned(),
+            policies,
+            prepared,
+            partitioning,
+            table,
+            batches,
+            reference,
+            system,
+            layouts,
+            trees,
+            mram,
+            tally: Tally::default(),
+            count_both_ends: workload.count_both_ends,
+            batch_size: workload.batch_size,
+        })
+    }
+
+    fn host_step(&self, stage: usize, label: &'static str, work: HostWork) -> Step {
+        Step::Host {
+            stage,
+            label,
+            work_ps: work.single_thread_ps(&self.machine.host),
+            threads: self.machine.host.threads,
+        }
+    }
+
+    fn transfer(stage: usize, direction: Direction, sizes_bytes: Vec<u64>) -> Step {
+        Step::Transfer {
+            stage,
+            direction,
+            kind: TransferKind::Parallel,
+            sizes_bytes,
+        }
+    }
+
+    /// Every answer of batch `b` must equal the reference's.
+    fn verify(&self, b: u64, answers: &[Option<u64>]) -> Result<(), IndexError> {
+        let want = self.reference.answers(b as usize);
+        match (0..answers.len()).find(|&i| answers[i] != want[i]) {
+            None => Ok(()),
+            Some(i) => Err(IndexError::Verification(format!(
+                "batch {b}, query {i} ({}): the DPUs answered {:?}, the reference {:?}",
+                self.kind.name(),
+                answers[i],
+                want[i]
+            ))),
+        }
+    }
+
+    fn tally(&mut self, batches: &[DpuBatch], metrics: [&Metrics; 3]) {
+        let served: Vec<u64> = batches.iter().map(distinct_queries).collect();
+        self.tally.batches += 1;
+        self.tally.if_q_sum += imbalance_factor(&served);
+        for (acc, m) in self.tally.metric_sums.iter_mut().zip(metrics) {
+            for &(k, v) in m {
+                *acc.entry(k).or_insert(0.0) += v;
+            }
+        }
+    }
+}
+
+impl Index for BForest {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn init_programs(&self) -> Vec<(&'static str, Program)> {
+        init_programs(
+            &self.machine,
+            &self.prepared,
+            &self.partitioning,
+            self.batch_size,
+            self.count_both_ends,
+        )
+    }
+
+    fn mram(&self) -> MramNeed {
+        self.mram.clone()
+    }
+
+    fn run_batch(
+        &mut self,
+        batch: u64,
+        queries: u64,
+        measured: bool,
+    ) -> Result<BatchWork, IndexError> {
+        let n = (queries as usize).min(self.batches[batch as usize].len());
+        let env = BatchEnv {
+            kind: self.kind,
+            machine: &self.machine,
+            tasklets: self.tasklets,
+            table: &self.table,
+            layouts: &self.layouts,
+            trees: &self.trees,
+        };
+        let queries = &self.batches[batch as usize][..n];
+        let routed = self.policies.routing.route(&env, queries);
+        let started = std::time::Instant::now();
+        let evaluated = self
+            .policies
+            .evaluation
+            .evaluate(&env, &mut self.system, &routed)?;
+        let kernel_wall_s = started.elapsed().as_secs_f64();
+        let post = self
+            .policies
+            .postprocessing
+            .postprocess(&env, &routed, &evaluated, n);
+        self.verify(batch, &post.answers)?;
+        let program = Program {
+            stages: STAGES.to_vec(),
+            steps: vec![
+                self.host_step(0, "route and pack", routed.work),
+                Self::transfer(1, Direction::CpuDpu, routed.push_bytes.clone()),
+                Step::Launch {
+                    stage: 2,
+                    dpu_time: evaluated.per_dpu.clone(),
+                },
+                Self::transfer(3, Direction::DpuCpu, post.pull_bytes.clone()),
+                self.host_step(4, "merge", post.work),
+            ],
+        };
+        if measured {
+            self.tally(
+                &routed.batches,
+                [&routed.metrics, &evaluated.metrics, &post.metrics],
+            );
+        }
+        Ok(BatchWork {
+            program,
+            dpu_kernel: evaluated.per_dpu,
+            events: evaluated.events,
+            kernel_wall_s,
+            answers_verified: n as u64,
+        })
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let n = self.tally.batches.max(1) as f64;
+        let totals: Vec<u64> = self
+            .partitioning
+            .pairs_per_dpu(&self.prepared.loads)
+            .iter()
+            .map(|&(c, h)| c + h)
+            .collect();
+        let policy = |name: &str, sums: &BTreeMap<&'static str, f64>| PolicyReport {
+            name: name.to_owned(),
+            metrics: sums.iter().map(|(k, v)| (k.to_string(), v / n)).collect(),
+        };
+        let s = &self.tally.metric_sums;
+        let fields = ForestFields {
+            partitioner: self.partitioner.clone(),
+            imbalance: RunImbalance {
+                data: imbalance_factor(&totals),
+                queries: self.tally.if_q_sum / n,
+            },
+            policies: PoliciesReport {
+                routing: policy(self.policies.routing.name(), &s[0]),
+                evaluation: policy(self.policies.evaluation.name(), &s[1]),
+                postprocessing: policy(self.policies.postprocessing.name(), &s[2]),
+            },
+        };
+        match serde_json::to_value(fields) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => unreachable!("a struct serialises to an object"),
+        }
+    }
+
+    fn table_rows(&self) -> Vec<(String, String)> {
+        let r = self.report();
+        let get = |path: &[&str]| {
+            let mut v = &serde_json::Value::Object(r.clone());
+            for p in path {
+                v = &v[p];
+            }
+            v.as_f64().unwrap_or(f64::NAN)
+        };
+        vec![(
+            "IF_q / IF_d".to_owned(),
+            format!(
+                "{:.3} / {:.3}",
+                get(&["imbalance", "queries"]),
+                get(&["imbalance", "data"])
+            ),
+        )]
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.partitioning.warnings.clone()
+    }
+}
+
+/// The B+-Forest keys of the run report.
+#[derive(Debug, Clone, Serialize)]
+struct ForestFields {
+    partitioner: String,
+    imbalance: RunImbalance,
+    policies: PoliciesReport,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunImbalance {
+    pub data: f64,
+    /// Mean over the measured batches of IF_q (a query counts once per DPU it reaches).
+    pub queries: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyReport {
+    pub name: String,
+    /// Each metric's mean over the measured batches.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct PoliciesReport {
+    routing: PolicyReport,
+    evaluation: PolicyReport,
+    postprocessing: PolicyReport,
+}
+
+fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
+    if workload.tasklets > machine.dpu.max_tasklets {
+        return Err(workload.attribution.error_at(
+            "run.tasklets",
+            format!(
+                "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
+                workload.tasklets, machine.dpu.max_tasklets
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Builds every DPU's trees straight into its MRAM (only their shape is kept on the side, so
+/// the tree bytes exist once) and fills the reference from each chunk's pairs meanwhile.
+fn build(
+    system: &mut System,
+    kind: QueryKind,
+    prepared: &Prepared,
+    partitioning: &Partitioning,
+    batches: &[Vec<Query>],
+) -> (Reference, Vec<DpuLayout>, Vec<DpuTrees>) {
+    let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
+    let reference = Reference::new(kind, &views);
+    let visit = |c: usize, pairs: &[(u64, u64)]| {
+        let (first, last) = chunk_key_range(&prepared.data, c);
+        reference.visit(&views, first, last, pairs);
+    };
+    let (cold_chunks, hot_chunks) = chunks_per_dpu(partitioning);
+    let built: Vec<(DpuLayout, DpuTrees)> = system
+        .dpus_mut()
+        .par_iter_mut()
+        .enumerate()
+        .map(|(d, dpu)| {
+            let mut t = build_dpu_trees(&prepared.data, &cold_chunks[d], &hot_chunks[d], &visit);
+            let layout = DpuLayout::new(&t);
+            write_trees(dpu.mram_mut(), &layout, &t);
+            t.cold.bytes = Vec::new();
+            if let Some(h) = t.hot.as_mut() {
+                h.bytes = Vec::new();
+            }
+            (layout, t)
+        })
+        .collect();
+    let (layouts, trees) = built.into_iter().unzip();
+    (reference, layouts, trees)
+}
+
+/// Queries each DPU serves in a routed batch, a query counted once per DPU.
+fn distinct_queries(batch: &DpuBatch) -> u64 {
+    let (cold, hot) = batch.origin.split_at(batch.cold.len());
+    // Both lists are in batch order; count their union.
+    let (mut i, mut j, mut n) = (0, 0, 0u64);
+    let mut last = None;
+    while i < cold.len() || j < hot.len() {
+        let next = if j >= hot.len() || (i < cold.len() && cold[i] <= hot[j]) {
+            i += 1;
+            cold[i - 1]
+        } else {
+            j += 1;
+            hot[j - 1]
+        };
+        if last != Some(next) {
+            n += 1;
+            last = Some(next);
+        }
+    }
+    n
+}
+
+/// DPU time to stream `bytes` through the DMA engine in 2,048-byte transfers.
+fn streaming_time(machine: &Machine, bytes: u64) -> Time {
+    let per_block = machine.dpu.dma.occupancy_cycles(2048);
+    machine
+        .dpu
+        .clock
+        .to_time(crate::engine::Cycles(bytes.div_ceil(2048) * per_block))
+}
+
+const INIT_STAGES: [Stage; 3] = [
+    Stage {
+        name: "transfer",
+        class: Class::Communication,
+    },
+    Stage {
+        name: "kernel",
+        class: Class::Pim,
+    },
+    Stage {
+        name: "host",
+        class: Class::Cpu,
+    },
+];
+
+/// [est] The one-off programs. Build: a parallel push of each DPU's base partition (16 bytes
+/// per pair), then a launch that streams the pairs in and the tree nodes out through the DMA
+/// engine. Partition: the host counts the reference batch per chunk (one lookup per query
+/// end) and scans the chunks once, on one thread. Exchange: a parallel pull of the hot pairs
+/// from their home DPUs (after the ownership switch), a parallel push to their new DPUs, and
+/// a launch that builds the hot trees.
+fn init_programs(
+    machine: &Machine,
+    prepared: &Prepared,
+    partitioning: &Partitioning,
+    batch_size: u64,
+    count_both_ends: bool,
+) -> Vec<(&'static str, Program)> {
+    let p = machine.dpus as usize;
+    let base: Vec<u64> = (0..p)
+        .map(|j| {
+            let (a, b) = prepared.loads.base_partition(j, p);
+            prepared.loads.size(a, b - 1)
+        })
+        .collect();
+    let launch_of = |bytes: &[u64], trees: &dyn Fn(u64) -> u64| Step::Launch {
+        stage: 1,
+        dpu_time: bytes
+            .iter()
+            .map(|&b| streaming_time(machine, b + trees(b)))
+            .collect(),
+    };
+    let pair_bytes: Vec<u64> = base.iter().map(|n| n * PAIR_BYTES).collect();
+    let build = vec![
+        BForest::transfer(0, Direction::CpuDpu, pair_bytes.clone()),
+        launch_of(&pair_bytes, &|b| tree_bytes(b / PAIR_BYTES)),
+    ];
+    let ends = if count_both_ends { 2 } else { 1 };
+    let work = HostWork {
+        queries_routed: batch_size * ends + prepared.loads.chunks() as u64,
+        results_merged: 0,
+        bytes_packed: 0,
+    };
+    let partition = vec![Step::Host {
+        stage: 2,
+        label: "count and partition",
+        work_ps: work.single_thread_ps(&machine.host),
+        threads: 1,
+    }];
+    let (out, into) = hot_pair_moves(prepared, partitioning, p);
+    let exchange = if into.iter().all(|&b| b == 0) {
+        Vec::new()
+    } else {
+        vec![
+            BForest::transfer(0, Direction::DpuCpu, out),
+            BForest::transfer(0, Direction::CpuDpu, into.clone()),
+            launch_of(&into, &|b| tree_bytes(b / PAIR_BYTES)),
+        ]
+    };
+    [
+        ("build", build),
+        ("partition", partition),
+        ("exchange", exchange),
+    ]
+    .into_iter()
+    .map(|(name, steps)| {
+        let program = Program {
+            stages: INIT_STAGES.to_vec(),
+            steps,
+        };
+        (name, program)
+    })
+    .collect()
+}
+
+/// Bytes of hot pairs each DPU sends (from its base partition) and receives.
+fn hot_pair_moves(
+    prepared: &Prepared,
+    partitioning: &Partitioning,
+    p: usize,
+) -> (Vec<u64>, Vec<u64>) {
+    let mut out = vec![0u64; p];
+    let mut into = vec![0u64; p];
+    for part in partitioning.parts.iter().filter(|x| x.hot) {
+        let pairs = prepared.loads.size(part.chunks.start, part.chunks.end - 1);
+        // Base partitions are consecutive runs of chunks: the first whose end is beyond.
+        let home = (0..p)
+            .find(|&j| prepared.loads.base_partition(j, p).1 > part.chunks.start)
+            .unwrap_or(p - 1);
+        out[home] += pairs * PAIR_BYTES;
+        into[part.dpu as usize] += pairs * PAIR_BYTES;
+    }
+    (out, into)
+}
+
+/// Checks, before anything is simulated, that every DPU's trees and its largest query and
+/// result buffers fit in MRAM. The error names the DPU and the bytes.
+fn check_mram(
+    machine: &Machine,
+    workload: &Workload,
+    partitioning: &Partitioning,
+    prepared: &Prepared,
+    table: &RoutingTable,
+    batches: &[Vec<Query>],
+) -> Result<MramNeed, InputError> {
+    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
+    let mut records = vec![0u64; machine.dpus as usize];
+    let mut count = vec![0u64; machine.dpus as usize];
+    for batch in batches {
+        count.fill(0);
+        for q in batch {
+            table.route(q.lo, q.hi, |e| count[table.target(e).dpu as usize] += 1);
+        }
+        for (r, &c) in records.iter_mut().zip(&count) {
+            *r = (*r).max(c);
+        }
+    }
+    let need: Vec<u64> = pairs
+        .iter()
+        .zip(&records)
+        .map(|(&(cold, hot), &n)| mram_need_bytes(workload.kind, cold, hot, n))
+        .collect();
+    let (dpu, max) = need
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by_key(|&(i, b)| (b, std::cmp::Reverse(i)))
+        .unwrap_or((0, 0));
+    if max > machine.mram_size_bytes {
+        let (cold, hot) = pairs[dpu];
+        return Err(workload.attribution.error_at(
+            "data.pairs",
+            format!(
+                "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {} queries) but has {} (dpu.mram_size_bytes); choose another partitioner, less data or more DPUs",
+                records[dpu], machine.mram_size_bytes
+            ),
+        ));
+    }
+    Ok(MramNeed {
+        available_bytes: machine.mram_size_bytes,
+        max_needed_bytes: max,
+        max_needed_dpu: dpu as u32,
+    })
+}

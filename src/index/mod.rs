@@ -1,0 +1,115 @@
+//! The seam between the driver and a PIM index. An index places its data on the DPUs, and
+//! for each batch computes the answers functionally on the DPU model (its kernels run on
+//! real bytes), checks them against its plain reference, and returns the batch's
+//! [`Program`]; the driver hands the program to the system executor, which times it. So a
+//! new index needs no change to the driver, and every index is timed by the same model.
+
+pub mod bforest;
+
+use crate::dpu::LaunchError;
+use crate::engine::Time;
+use crate::error::InputError;
+use crate::machine::Machine;
+use crate::system::program::Program;
+use crate::workload::Workload;
+use serde::Serialize;
+
+/// What went wrong inside an index.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The input asks for something the machine cannot hold or run.
+    #[error("{0}")]
+    Input(#[from] InputError),
+    /// A kernel failed on a DPU.
+    #[error("{0}")]
+    Kernel(#[from] LaunchError),
+    /// The DPUs' answers disagree with the plain reference.
+    #[error("{0}")]
+    Verification(String),
+}
+
+/// One batch, computed: its program and what the DPUs did.
+#[derive(Debug, Clone)]
+pub struct BatchWork {
+    pub program: Program,
+    /// Each DPU's kernel time in the batch (over all its launches).
+    pub dpu_kernel: Vec<Time>,
+    /// Events of the DPU simulations.
+    pub events: u64,
+    /// Wall seconds spent simulating the DPUs (a fact about the simulating host).
+    pub kernel_wall_s: f64,
+    /// Answers checked against the reference.
+    pub answers_verified: u64,
+}
+
+/// The largest MRAM need of one DPU.
+#[derive(Debug, Clone, Serialize)]
+pub struct MramNeed {
+    pub available_bytes: u64,
+    /// Largest need of one DPU: its data plus its largest batch buffers.
+    pub max_needed_bytes: u64,
+    pub max_needed_dpu: u32,
+}
+
+/// A PIM index on the simulated machine.
+pub trait Index {
+    /// The name `run.index` selects it by.
+    fn name(&self) -> &'static str;
+
+    /// The one-off programs that place the data (in order, each named), timed once.
+    fn init_programs(&self) -> Vec<(&'static str, Program)>;
+
+    /// The largest MRAM need of one DPU (checked before any batch ran).
+    fn mram(&self) -> MramNeed;
+
+    /// Batch `batch` with its first `queries` queries: routes them, runs the kernel(s) on
+    /// the DPUs, merges, checks every answer against the reference. `measured` says
+    /// whether the batch counts in the index's own metrics.
+    fn run_batch(
+        &mut self,
+        batch: u64,
+        queries: u64,
+        measured: bool,
+    ) -> Result<BatchWork, IndexError>;
+
+    /// Index-specific keys of the run report (flattened into it), from the measured batches.
+    fn report(&self) -> serde_json::Map<String, serde_json::Value>;
+
+    /// Index-specific lines of the run table: (label, value).
+    fn table_rows(&self) -> Vec<(String, String)>;
+
+    /// Things the user should know (also printed on stderr).
+    fn warnings(&self) -> Vec<String>;
+}
+
+/// Names `run.index` accepts.
+pub fn names() -> &'static [&'static str] {
+    &[bforest::NAME]
+}
+
+/// Builds the index the workload names, with its data placed on `machine`'s DPUs.
+pub fn build(
+    machine: &Machine,
+    workload: &Workload,
+    partitioner: &dyn crate::partition::Partitioner,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Box<dyn Index>, IndexError> {
+    match workload.index.as_str() {
+        bforest::NAME => Ok(Box::new(bforest::BForest::new(
+            machine,
+            workload,
+            partitioner,
+            progress,
+        )?)),
+        other => Err(workload
+            .attribution
+            .error_at(
+                "run.index",
+                format!(
+                    "unknown index `{other}`; expected one of: {}",
+                    names().join(", ")
+                ),
+            )
+            .into()),
+    }
+}

@@ -1,0 +1,65 @@
+//! What partitioning needs, derived once from the workload and the machine: the data set's
+//! chunks, the query generator, the reference batch's load per chunk, and the partitioner's
+//! parameters.
+
+use crate::error::InputError;
+use crate::machine::Machine;
+use crate::partition::{ChunkLoads, PartitionError, PartitionParams, Partitioner, Partitioning};
+use crate::workload::{DataSet, QueryGenerator, Workload};
+
+/// Max over mean of `loads` (1 when all are zero).
+pub fn imbalance_factor(loads: &[u64]) -> f64 {
+    let total: u64 = loads.iter().sum();
+    if total == 0 {
+        return 1.0;
+    }
+    let max = *loads.iter().max().expect("at least one DPU") as f64;
+    max / (total as f64 / loads.len() as f64)
+}
+
+/// Everything a partitioning run needs, derived from the workload and machine once.
+pub struct Prepared {
+    pub data: DataSet,
+    pub queries: QueryGenerator,
+    pub loads: ChunkLoads,
+    pub params: PartitionParams,
+}
+
+impl Prepared {
+    pub fn new(machine: &Machine, workload: &Workload) -> Result<Prepared, InputError> {
+        workload.check_against_dpus(machine.dpus)?;
+        let data = DataSet::generate(workload);
+        let queries = QueryGenerator::new(workload, &data, machine.dpus);
+        let loads = ChunkLoads::from_reference(&data, &queries, workload.count_both_ends);
+        let params = PartitionParams {
+            dpus: machine.dpus,
+            alpha: workload.alpha,
+            data_cap: workload.data_cap,
+            double_scan_gates: workload.double_scan_gates,
+        };
+        Ok(Prepared {
+            data,
+            queries,
+            loads,
+            params,
+        })
+    }
+
+    /// Runs `partitioner`; a failure caused by the parameters is an input error.
+    pub fn partition(
+        &self,
+        partitioner: &dyn Partitioner,
+        workload: &Workload,
+    ) -> Result<Partitioning, InputError> {
+        let result = partitioner.partition(&self.loads, &self.params);
+        result.map_err(|e| {
+            let key = match e {
+                PartitionError::TooFewChunks { .. } => "partition.chunk_pairs",
+                _ => "partition.data_cap",
+            };
+            workload
+                .attribution
+                .error_at(key, format!("partitioner {}: {e}", partitioner.name()))
+        })
+    }
+}
