@@ -215,6 +215,11 @@ mod tests {
                 size_bytes: 8,
                 wram_size_bytes: 64,
             },
+            KernelError::WramInUse {
+                tasklet: 0,
+                addr: 0,
+                size_bytes: 8,
+            },
         ];
         for error in cases {
             let e = sorted(error);

@@ -159,6 +159,17 @@ pub enum KernelError {
     /// A failure the kernel itself reports (for example a result that fails a check).
     #[error("tasklet {tasklet}: {reason}")]
     Kernel { tasklet: u32, reason: String },
+
+    /// A WRAM access from inside a [`super::Tasklet::with_wram`] closure, which holds the
+    /// WRAM bytes while it runs.
+    #[error(
+        "tasklet {tasklet}: WRAM access of {size_bytes} bytes at {addr:#x} inside a with_wram closure (use the closure's bytes)"
+    )]
+    WramInUse {
+        tasklet: u32,
+        addr: u64,
+        size_bytes: u64,
+    },
 }
 
 impl KernelError {
@@ -194,6 +205,7 @@ impl KernelError {
             KernelError::DmaAlignment { .. } => Some("dma.alignment_bytes"),
             KernelError::WramOutOfRange { .. }
             | KernelError::WramMisaligned { .. }
+            | KernelError::WramInUse { .. }
             | KernelError::MutexNotHeld { .. }
             | KernelError::AlreadyWaiting { .. }
             | KernelError::Deadlock { .. }
