@@ -1,8 +1,9 @@
 //! pimdes: a discrete-event simulator of UPMEM processing-in-memory hardware, with
 //! B+-Forest and its query density-driven partitioner on top.
 //!
-//! Dependency direction: `cli` -> `experiments`, `microbench` -> `partition`, `forest`,
-//! `workload` -> `system`, `host`, `dpu` -> `machine` -> `engine`, `config`, `rng`, `error`.
+//! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `partition`,
+//! `forest`, `workload` -> `system`, `host`, `dpu` -> `machine` -> `engine`, `config`, `rng`.
+//! `error` is the commands' top-level error (exit codes); input errors live in `config`.
 
 pub mod cli;
 pub mod config;

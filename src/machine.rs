@@ -3,9 +3,8 @@
 //! parameter turned into integers ([`DpuParams`], [`TransferParams`], [`HostParams`]).
 //! `docs/machine-model.md` explains each parameter.
 
-use crate::config::{Override, Source, parse_toml, read_toml_file};
+use crate::config::{InputError, Override, Source, parse_toml, read_toml_file};
 use crate::engine::{Clock, Time};
-use crate::error::InputError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

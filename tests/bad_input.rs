@@ -241,3 +241,56 @@ fn unknown_flag_is_a_usage_error() {
     assert_eq!(o.code, Some(2));
     assert!(o.stdout.is_empty());
 }
+
+/// A machine too small for a kernel is the machine description's fault: exit code 2, and the
+/// error names the machine key, not a simulator bug.
+#[test]
+fn machine_too_small_for_a_microbenchmark_names_the_key() {
+    let o = pimdes(&[
+        "microbench",
+        "arithmetic",
+        "--set",
+        "machine.dpu.wram_size_bytes=512",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "machine key `dpu.wram_size_bytes`",
+            "WRAM overflow",
+            "DPU 0",
+        ],
+    );
+    assert!(!o.stderr.contains("simulator bug"), "{}", o.stderr);
+}
+
+#[test]
+fn machine_too_small_for_the_index_kernel_names_the_key() {
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        MACHINE,
+        "--workload",
+        WORKLOAD,
+        "--quiet",
+        "--set",
+        "machine.dpu.wram_size_bytes=1024",
+    ]);
+    assert_bad(&o, &["machine key `dpu.wram_size_bytes`", "WRAM overflow"]);
+}
+
+#[test]
+fn mram_too_small_for_a_microbenchmark_names_the_key() {
+    let o = pimdes(&[
+        "microbench",
+        "mram",
+        "--set",
+        "machine.dpu.mram_size_bytes=4096",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "machine key `dpu.mram_size_bytes`",
+            "beyond the 4096-byte MRAM",
+        ],
+    );
+}

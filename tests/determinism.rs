@@ -1,6 +1,7 @@
 //! Same inputs and seed, same bytes: across runs, thread counts, and against a golden file.
-//! Regenerate the golden file with `PIMDES_BLESS=1 cargo test --release --test determinism`
-//! after an intended change, and say why in the commit.
+//! Regenerate the golden file with
+//! `PIMDES_BLESS=1 cargo test --profile checked --test determinism` after an intended change,
+//! and say why in the commit.
 
 use std::process::Command;
 

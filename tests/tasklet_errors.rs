@@ -1,10 +1,11 @@
-//! Tasklet and synchronisation faults: more tasklets than the DPU has, mutex misuse, and
-//! how a failing DPU is named in a system launch.
+//! Tasklet and synchronisation faults: more tasklets than the DPU has, mutex misuse, WRAM
+//! accessed from inside `with_wram`, and how a failing DPU is named in a system launch.
 
 mod common;
 
-use pimdes::dpu::{Dpu, Kernel, KernelError, LaunchReport, SyncKind, Tasklet};
+use pimdes::dpu::{Dpu, Kernel, KernelError, LaunchReport, Op, SyncKind, Tasklet};
 use pimdes::system::System;
+use std::sync::Mutex;
 
 fn launch<K: Kernel>(kernel: &K, tasklets: u32) -> Result<LaunchReport, KernelError> {
     let m = common::machine(&[]);
@@ -83,5 +84,68 @@ fn a_system_launch_reports_the_lowest_failing_dpu() {
     assert!(
         e.to_string().starts_with("DPU 2: tasklet 0: MRAM access"),
         "{e}"
+    );
+}
+
+/// What a `with_wram` closure saw, next to the same values read outside it.
+#[derive(Debug, Default, PartialEq)]
+struct Seen {
+    alu_cost_inside: u64,
+    alu_cost_outside: u64,
+    cycle_inside: u64,
+    cycle_outside: u64,
+    word_after: u64,
+    buffer_addr: u32,
+    nested: Option<Result<u64, KernelError>>,
+}
+
+/// Calls `cost` and `cycle` inside a `with_wram` closure that also writes the bytes, then
+/// tries a WRAM accessor inside one.
+struct MethodsInsideWithWram {
+    seen: Mutex<Seen>,
+}
+
+impl Kernel for MethodsInsideWithWram {
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        let buf = t.mem_alloc(16)?;
+        t.wram_write_u64(buf, 41)?;
+        t.compute(10).await?;
+        let (alu, cycle) = t.with_wram(buf, 16, |b| {
+            b[0] += 1;
+            (t.cost(Op::Alu), t.cycle())
+        })?;
+        let nested = t.with_wram(buf, 8, |_| t.wram_read_u64(buf))?;
+        let mut seen = self.seen.lock().map_err(|_| t.fail("poisoned"))?;
+        *seen = Seen {
+            alu_cost_inside: alu,
+            alu_cost_outside: t.cost(Op::Alu),
+            cycle_inside: cycle,
+            cycle_outside: t.cycle(),
+            word_after: t.wram_read_u64(buf)?,
+            buffer_addr: buf,
+            nested: Some(nested),
+        };
+        Ok(())
+    }
+}
+
+#[test]
+fn a_with_wram_closure_may_call_other_tasklet_methods() {
+    let kernel = MethodsInsideWithWram {
+        seen: Mutex::default(),
+    };
+    launch(&kernel, 1).unwrap();
+    let seen = kernel.seen.into_inner().unwrap();
+    assert_eq!(seen.alu_cost_inside, seen.alu_cost_outside);
+    assert!(seen.cycle_inside > 0, "after 10 instructions");
+    assert_eq!(seen.cycle_inside, seen.cycle_outside);
+    assert_eq!(seen.word_after, 42, "the closure's write reached WRAM");
+    assert_eq!(
+        seen.nested,
+        Some(Err(KernelError::WramInUse {
+            tasklet: 0,
+            addr: seen.buffer_addr as u64,
+            size_bytes: 8
+        }))
     );
 }

@@ -1,7 +1,7 @@
 //! The main job on embedded defaults (`cargo run --release` with no arguments): the B+-Forest
 //! paper's headline comparison, scaled down to two ranks with the paper's per-DPU load.
 
-use super::{table, write_stdout};
+use super::{command_line, table, write_stdout};
 use crate::config::Override;
 use crate::error::Error;
 use crate::experiments::partition::{Prepared, evaluate};
@@ -56,7 +56,9 @@ pub fn run_default() -> Result<(), Error> {
                 );
             }
             let p = partition::by_name(name).expect("default partitioners exist");
-            timed.push(run(&machine, &workload, p.as_ref(), &mut Silent)?);
+            let report = run(&machine, &workload, p.as_ref(), &mut Silent)
+                .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
+            timed.push(report);
         }
     }
     if progress {

@@ -1,6 +1,6 @@
 //! The command line: a thin layer that parses flags, loads files, calls an experiment and
 //! prints its report. Errors are printed as `error: <origin>: key `<key>`: <reason>` and
-//! turned into exit codes (2 for bad input).
+//! turned into exit codes (2 for bad input, 3 for a simulator bug; see [`crate::error`]).
 
 mod defaults;
 mod microbench;
@@ -79,9 +79,33 @@ pub fn main() -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
+            // Commands that know their workload's seed attach it; this is the fallback.
+            let e = e.reproducible(command_line, None);
             eprintln!("error: {e}");
             e.exit_code()
         }
+    }
+}
+
+/// This process's command line as a shell command that reproduces it: `pimdes` and the
+/// arguments, each quoted when a POSIX shell would split or expand it.
+pub(crate) fn command_line() -> String {
+    let args = std::env::args_os()
+        .skip(1)
+        .map(|a| shell_quote(&a.to_string_lossy()));
+    std::iter::once("pimdes".to_owned())
+        .chain(args)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `word` as is when it is made of characters a shell leaves alone, else single-quoted.
+fn shell_quote(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -143,4 +167,24 @@ pub(crate) fn write_stdout(text: &str) -> Result<(), Error> {
             path: "stdout".into(),
             reason: e.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn quotes_only_words_a_shell_would_change() {
+        assert_eq!(
+            shell_quote("machine.dpu.wram_size_bytes=64"),
+            "machine.dpu.wram_size_bytes=64"
+        );
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("queries.kind=\"get\""),
+            "'queries.kind=\"get\"'"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! `pimdes run`.
 
-use super::{CommonArgs, choose_partitioner, load_inputs, table, write_stdout};
+use super::{CommonArgs, choose_partitioner, command_line, load_inputs, table, write_stdout};
 use crate::error::Error;
 use crate::experiments::run::{Progress, RunReport, Silent, run as run_experiment};
 use clap::Args;
@@ -67,7 +67,8 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     } else {
         Box::new(Silent)
     };
-    let report = run_experiment(&machine, &workload, partitioner.as_ref(), progress.as_mut())?;
+    let report = run_experiment(&machine, &workload, partitioner.as_ref(), progress.as_mut())
+        .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

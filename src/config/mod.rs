@@ -5,7 +5,9 @@
 //! Validation of values (ranges, cross-field rules) happens when a `Raw*` struct is turned
 //! into its validated model, not here.
 
-use crate::error::InputError;
+mod error;
+
+pub use error::InputError;
 use serde::de::DeserializeOwned;
 use std::path::Path;
 

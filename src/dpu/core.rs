@@ -441,6 +441,14 @@ impl Core {
             .filter(|&e| e <= self.wram.len() as u64);
         match end {
             Some(end) => Ok(addr as usize..end as usize),
+            // An empty WRAM on a DPU that has some: the bytes are lent to a with_wram closure.
+            None if self.wram.is_empty() && self.params.wram_size_bytes > 0 => {
+                Err(KernelError::WramInUse {
+                    tasklet,
+                    addr,
+                    size_bytes: size,
+                })
+            }
             None => Err(KernelError::WramOutOfRange {
                 tasklet,
                 addr,

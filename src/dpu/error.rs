@@ -159,6 +159,61 @@ pub enum KernelError {
     /// A failure the kernel itself reports (for example a result that fails a check).
     #[error("tasklet {tasklet}: {reason}")]
     Kernel { tasklet: u32, reason: String },
+
+    /// A WRAM access from inside a [`super::Tasklet::with_wram`] closure, which holds the
+    /// WRAM bytes while it runs.
+    #[error(
+        "tasklet {tasklet}: WRAM access of {size_bytes} bytes at {addr:#x} inside a with_wram closure (use the closure's bytes)"
+    )]
+    WramInUse {
+        tasklet: u32,
+        addr: u64,
+        size_bytes: u64,
+    },
+}
+
+impl KernelError {
+    /// The machine key (dotted, as in a machine file) whose value the kernel could not live
+    /// with, when the failure is a limit of the machine description: too few tasklets,
+    /// atomic bits, IRAM, WRAM or MRAM, or a DMA size or alignment rule. A kernel that keeps
+    /// the SDK's rules (8-byte DMA alignment, sizes of 8 to 2,048 bytes, mem_alloc'd
+    /// buffers, MRAM need checked before the launch) meets these only on a machine that is
+    /// smaller or stricter than UPMEM's.
+    ///
+    /// `None` for everything else (a kernel's own failure, a misaligned or out-of-range
+    /// WRAM access, mutex misuse, a deadlock, the event limit, a full queue): those are bugs
+    /// of the simulator or of its kernels, never the input's fault.
+    pub fn machine_key(&self) -> Option<&'static str> {
+        match self {
+            KernelError::TooManyTasklets { .. } => Some("dpu.max_tasklets"),
+            KernelError::IramOverflow { .. } => Some("dpu.iram_instructions"),
+            KernelError::WramOverflow { .. } => Some("dpu.wram_size_bytes"),
+            KernelError::MramOutOfRange { .. } => Some("dpu.mram_size_bytes"),
+            KernelError::SyncId { .. } => Some("dpu.atomic_bits"),
+            KernelError::DmaSize {
+                size_bytes,
+                min,
+                max,
+                ..
+            } => Some(if size_bytes < min {
+                "dma.min_size_bytes"
+            } else if size_bytes > max {
+                "dma.max_size_bytes"
+            } else {
+                "dma.alignment_bytes"
+            }),
+            KernelError::DmaAlignment { .. } => Some("dma.alignment_bytes"),
+            KernelError::WramOutOfRange { .. }
+            | KernelError::WramMisaligned { .. }
+            | KernelError::WramInUse { .. }
+            | KernelError::MutexNotHeld { .. }
+            | KernelError::AlreadyWaiting { .. }
+            | KernelError::Deadlock { .. }
+            | KernelError::EventLimit { .. }
+            | KernelError::Queue(_)
+            | KernelError::Kernel { .. } => None,
+        }
+    }
 }
 
 fn format_waits(waits: &[TaskletWait]) -> String {

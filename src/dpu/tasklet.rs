@@ -227,15 +227,30 @@ impl Tasklet {
     }
 
     /// Runs `f` on the WRAM bytes `addr..addr + len` (for kernels that reinterpret bytes).
+    /// `f` may call any other method of the tasklet (`cost`, `cycle`, `fail`, ...) except
+    /// the WRAM accessors, which return [`KernelError::WramInUse`] while `f` runs: use the
+    /// bytes `f` is given instead.
     pub fn with_wram<R>(
         &self,
         addr: u32,
         len: u32,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R, KernelError> {
-        let mut core = self.core.borrow_mut();
-        let range = core.wram_range(self.id, addr as u64, len as u64)?;
-        Ok(f(&mut core.wram[range]))
+        // The WRAM bytes are moved out of the core for the duration (a Vec header, no copy
+        // and no allocation), so no borrow of the core is held while `f` runs. Copying the
+        // range out and back would cost a tree node's bytes twice per call on the index
+        // kernel's hottest loop; a separate RefCell for WRAM would put a second borrow on
+        // every DMA. The loan puts the bytes back when dropped, also if `f` panics.
+        let (range, bytes) = {
+            let mut core = self.core.borrow_mut();
+            let range = core.wram_range(self.id, addr as u64, len as u64)?;
+            (range, std::mem::take(&mut core.wram))
+        };
+        let mut loan = WramLoan {
+            core: &self.core,
+            bytes,
+        };
+        Ok(f(&mut loan.bytes[range]))
     }
 
     /// A failure found by the kernel itself; stops the launch.
@@ -243,6 +258,23 @@ impl Tasklet {
         KernelError::Kernel {
             tasklet: self.id,
             reason: reason.into(),
+        }
+    }
+}
+
+/// The WRAM bytes of a core, lent to a [`Tasklet::with_wram`] closure; dropping the loan
+/// returns them.
+struct WramLoan<'a> {
+    core: &'a RefCell<Core>,
+    bytes: Vec<u8>,
+}
+
+impl Drop for WramLoan<'_> {
+    fn drop(&mut self) {
+        // A borrow can only be outstanding here while a panic unwinds out of a tasklet
+        // method; the launch is lost then, and a second panic would abort.
+        if let Ok(mut core) = self.core.try_borrow_mut() {
+            core.wram = std::mem::take(&mut self.bytes);
         }
     }
 }

@@ -1,7 +1,6 @@
 //! The workload file: `RawWorkload` mirrors the TOML; [`Workload`] is validated.
 
-use crate::config::{Attribution, Override, Source, parse_toml, read_toml_file};
-use crate::error::InputError;
+use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
