@@ -172,7 +172,7 @@ impl From<IndexError> for Error {
     fn from(e: IndexError) -> Error {
         match e {
             IndexError::Input(e) => Error::Input(e),
-            IndexError::Kernel(e) => Error::Kernel(e),
+            IndexError::Kernel(e) => Error::from(e),
             IndexError::Verification(s) => Error::Verification(s),
         }
     }

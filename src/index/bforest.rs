@@ -11,8 +11,8 @@
 //! | `postprocessing` | cpu | merge on all host threads |
 
 use super::{BatchWork, Index, IndexError, MramNeed};
+use crate::config::InputError;
 use crate::engine::Time;
-use crate::error::InputError;
 use crate::forest::batch::DpuBatch;
 use crate::forest::build::{DpuTrees, build_dpu_trees, chunk_key_range, chunks_per_dpu};
 use crate::forest::image::{DpuLayout, mram_need_bytes, write_trees};

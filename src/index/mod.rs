@@ -6,9 +6,9 @@
 
 pub mod bforest;
 
+use crate::config::InputError;
 use crate::dpu::LaunchError;
 use crate::engine::Time;
-use crate::error::InputError;
 use crate::machine::Machine;
 use crate::system::program::Program;
 use crate::workload::Workload;

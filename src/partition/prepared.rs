@@ -2,7 +2,7 @@
 //! chunks, the query generator, the reference batch's load per chunk, and the partitioner's
 //! parameters.
 
-use crate::error::InputError;
+use crate::config::InputError;
 use crate::machine::Machine;
 use crate::partition::{ChunkLoads, PartitionError, PartitionParams, Partitioner, Partitioning};
 use crate::workload::{DataSet, QueryGenerator, Workload};
