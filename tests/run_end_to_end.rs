@@ -99,7 +99,18 @@ fn deterministic_part(r: &RunReport) -> String {
 
 #[test]
 fn same_seed_same_report_on_one_and_several_threads() {
-    let w = workload(&["run.evaluation=tasklet-dynamic"]);
+    for protocol in [
+        &[][..],
+        &["run.launch=async", "run.batches_in_flight=2"][..],
+        &["run.arrival=open", "run.queries_per_s=2e7"][..],
+    ] {
+        let mut sets = vec!["run.evaluation=tasklet-dynamic"];
+        sets.extend_from_slice(protocol);
+        same_report_on_any_thread_count(&workload(&sets));
+    }
+}
+
+fn same_report_on_any_thread_count(w: &Workload) {
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
@@ -108,10 +119,10 @@ fn same_seed_same_report_on_one_and_several_threads() {
         .num_threads(4)
         .build()
         .unwrap();
-    let a = one.install(|| deterministic_part(&run_with(&w, "qdd-double-scan")));
-    let b = many.install(|| deterministic_part(&run_with(&w, "qdd-double-scan")));
+    let a = one.install(|| deterministic_part(&run_with(w, "qdd-double-scan")));
+    let b = many.install(|| deterministic_part(&run_with(w, "qdd-double-scan")));
     assert_eq!(a, b);
-    assert_eq!(a, deterministic_part(&run_with(&w, "qdd-double-scan")));
+    assert_eq!(a, deterministic_part(&run_with(w, "qdd-double-scan")));
 }
 
 #[test]
@@ -178,6 +189,13 @@ fn bad_run_settings_are_input_errors() {
         ("run.tasklets=0", "`run.tasklets`"),
         ("run.evaluation=magic", "unknown policy `magic`"),
         ("run.routing=magic", "`run.routing`"),
+        ("run.index=btree", "unknown index `btree`"),
+        ("run.launch=later", "`run.launch`"),
+        ("run.batches_in_flight=0", "not between 1 and 4"),
+        ("run.batches_in_flight=5", "`run.batches_in_flight`"),
+        ("run.arrival=open", "open arrivals need a rate"),
+        ("run.queries_per_s=1000", "only open arrivals have a rate"),
+        ("run.arrival=sometimes", "`run.arrival`"),
     ] {
         let mut args = base.to_vec();
         args.extend_from_slice(&["--set", set]);

@@ -1,0 +1,155 @@
+//! `pimdes run` under the host protocol options, end to end: pipelining and async reads
+//! never make a batch interval worse, open arrivals report latency and saturation, and the
+//! answer check catches a deliberately wrong policy.
+
+mod common;
+
+use pimdes::config::Override;
+use pimdes::error::Error;
+use pimdes::experiments::partition::EffectiveConfig;
+use pimdes::experiments::run::{RunReport, Silent, drive, run};
+use pimdes::forest::reference::Answer;
+use pimdes::index::bforest::{BForest, Policies};
+use pimdes::machine::Machine;
+use pimdes::partition::by_name;
+use pimdes::policies::{BatchEnv, Evaluated, Postprocessed, PostprocessingPolicy, Routed};
+use pimdes::workload::Workload;
+
+/// Two ranks of 16 DPUs.
+fn machine() -> Machine {
+    let o = ["machine.ranks=2", "machine.usable_dpus=32"].map(|s| Override::parse(s).unwrap());
+    Machine::from_toml_str(
+        "paper-2rank.toml",
+        include_str!("../machines/paper-2rank.toml"),
+        &o,
+    )
+    .unwrap()
+}
+
+fn workload(extra: &[&str]) -> Workload {
+    let mut o = vec![
+        "data.pairs=120000",
+        "queries.batch_size=4000",
+        "batches.warmup=2",
+        "batches.measured=4",
+        "partition.alpha=4",
+    ];
+    o.extend_from_slice(extra);
+    let o: Vec<Override> = o.iter().map(|s| Override::parse(s).unwrap()).collect();
+    Workload::from_toml_str("tiny.toml", include_str!("../workloads/tiny.toml"), &o).unwrap()
+}
+
+fn run_with(sets: &[&str]) -> RunReport {
+    let w = workload(sets);
+    run(
+        &machine(),
+        &w,
+        by_name("qdd-double-scan").unwrap().as_ref(),
+        &mut Silent,
+    )
+    .unwrap()
+}
+
+#[test]
+fn pipelining_and_async_never_lengthen_the_batch_interval() {
+    let base = run_with(&[]);
+    let (i, t) = (base.batch_interval_us.mean, base.batch_time_us.mean);
+    assert!((i - t).abs() < 1e-9 * t, "{i} vs {t}");
+    let piped = run_with(&["run.batches_in_flight=2"]);
+    let asynchronous = run_with(&["run.launch=async"]);
+    assert!(piped.batch_interval_us.mean < base.batch_interval_us.mean);
+    assert!(piped.breakdown_us.get("waiting") > 0.0);
+    assert!(asynchronous.batch_interval_us.mean <= base.batch_interval_us.mean);
+    // The same answers and the same DPU work in every mode.
+    for r in [&piped, &asynchronous] {
+        assert!(r.answers_verified);
+        assert_eq!(r.dpu_kernel_us.max, base.dpu_kernel_us.max);
+    }
+}
+
+#[test]
+fn open_arrivals_below_capacity_answer_within_two_batch_times() {
+    let closed = run_with(&[]);
+    // A quarter of what the machine serves.
+    let rate = closed.throughput_queries_per_s / 4.0;
+    let r = run_with(&["run.arrival=open", &format!("run.queries_per_s={rate}")]);
+    assert!(!r.saturated);
+    assert!(
+        r.latency_us.max <= 2.0 * closed.batch_time_us.mean,
+        "{:?}",
+        r.latency_us
+    );
+    assert!(r.latency_us.p50 >= r.batch_time_us.mean * 0.5);
+}
+
+#[test]
+fn open_arrivals_above_capacity_are_reported_as_saturated() {
+    let closed = run_with(&[]);
+    let rate = closed.throughput_queries_per_s * 4.0;
+    let r = run_with(&["run.arrival=open", &format!("run.queries_per_s={rate}")]);
+    assert!(r.saturated);
+    assert!(r.warnings.iter().any(|w| w.starts_with("saturated")));
+    let o = common::pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "run.arrival=open",
+        "--set",
+        "run.queries_per_s=1e11",
+        "--json",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stderr.contains("warning: saturated"), "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["saturated"], true);
+    for p in ["p50", "p90", "p99", "p999"] {
+        assert!(v["latency_us"][p].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// Merges correctly, then changes one answer: the run must refuse it.
+struct OffByOne;
+
+impl PostprocessingPolicy for OffByOne {
+    fn name(&self) -> &'static str {
+        "off-by-one"
+    }
+
+    fn postprocess(
+        &self,
+        env: &BatchEnv,
+        routed: &Routed,
+        evaluated: &Evaluated,
+        queries: usize,
+    ) -> Postprocessed {
+        let mut p = pimdes::policies::HostMerge.postprocess(env, routed, evaluated, queries);
+        let last: &mut Answer = p.answers.last_mut().unwrap();
+        *last = Some(last.unwrap_or(0) + 1);
+        p
+    }
+}
+
+#[test]
+fn a_wrong_policy_fails_the_answer_check() {
+    let m = machine();
+    let w = workload(&[]);
+    let mut policies = Policies::of(&w).unwrap();
+    policies.postprocessing = Box::new(OffByOne);
+    let partitioner = by_name("qdd-double-scan").unwrap();
+    let mut index =
+        BForest::with_policies(&m, &w, partitioner.as_ref(), policies, &mut |_| {}).unwrap();
+    let config = EffectiveConfig {
+        machine: m.raw.clone(),
+        workload: w.raw.clone(),
+    };
+    let wall = std::time::Instant::now();
+    match drive(&m, &w, &mut index, config, &mut Silent, wall) {
+        Err(Error::Verification(reason)) => {
+            assert!(reason.starts_with("batch 0, query 3999"), "{reason}")
+        }
+        other => panic!("expected a verification failure, got {other:?}"),
+    }
+}
