@@ -72,21 +72,73 @@ pub fn route_batch(
     (batches, stats)
 }
 
+// The record formats, in one place: the host encodes queries and decodes results with
+// these, and the kernel decodes queries with them.
+
+/// u64 words of one query record: get: key; range-count-if: lo, hi, value; range-max: lo, hi.
+pub fn query_words(kind: QueryKind) -> usize {
+    match kind {
+        QueryKind::Get => 1,
+        QueryKind::RangeCountIf => 3,
+        QueryKind::RangeMax => 2,
+    }
+}
+
+/// The words of `q`'s record (the first [`query_words`] of them are used).
+pub fn encode_query(kind: QueryKind, q: &Query) -> [u64; 3] {
+    match kind {
+        QueryKind::Get => [q.lo, 0, 0],
+        QueryKind::RangeCountIf => [q.lo, q.hi, q.value],
+        QueryKind::RangeMax => [q.lo, q.hi, 0],
+    }
+}
+
+/// The query a record stands for (a get is the range of its one key).
+pub fn decode_query(kind: QueryKind, w: [u64; 3]) -> Query {
+    match kind {
+        QueryKind::Get => Query {
+            lo: w[0],
+            hi: w[0],
+            value: 0,
+        },
+        QueryKind::RangeCountIf => Query {
+            lo: w[0],
+            hi: w[1],
+            value: w[2],
+        },
+        QueryKind::RangeMax => Query {
+            lo: w[0],
+            hi: w[1],
+            value: 0,
+        },
+    }
+}
+
 /// Bytes of one query record in a DPU's buffer.
 pub fn query_record_bytes(kind: QueryKind) -> u64 {
+    8 * query_words(kind) as u64
+}
+
+/// u64 words of one result record: get: value; range-count-if: count; range-max: the
+/// largest value, then the number of pairs seen (0: an empty range).
+pub fn result_words(kind: QueryKind) -> usize {
     match kind {
-        QueryKind::Get => 8,           // key
-        QueryKind::RangeCountIf => 24, // lo, hi, value
-        QueryKind::RangeMax => 16,     // lo, hi
+        QueryKind::Get | QueryKind::RangeCountIf => 1,
+        QueryKind::RangeMax => 2,
+    }
+}
+
+/// The answer a result record stands for.
+pub fn decode_result(kind: QueryKind, w: &[u64]) -> Answer {
+    match kind {
+        QueryKind::Get | QueryKind::RangeCountIf => Some(w[0]),
+        QueryKind::RangeMax => (w[1] > 0).then_some(w[0]),
     }
 }
 
 /// Bytes of one result record.
 pub fn result_record_bytes(kind: QueryKind) -> u64 {
-    match kind {
-        QueryKind::Get | QueryKind::RangeCountIf => 8, // value or count
-        QueryKind::RangeMax => 16,                     // max, pairs seen
-    }
+    8 * result_words(kind) as u64
 }
 
 /// Bytes of a DPU buffer's header: task, cold count, hot count, result offset (u32 each).

@@ -5,7 +5,10 @@
 //! The query buffer starts with a 16-byte header: task (the query kind's code), cold count,
 //! hot count, result offset from the query buffer's start (u32 each).
 
-use super::batch::{DpuBatch, HEADER_BYTES, query_record_bytes, result_record_bytes};
+use super::batch::{
+    DpuBatch, HEADER_BYTES, decode_result, encode_query, query_record_bytes, query_words,
+    result_record_bytes, result_words,
+};
 use super::build::DpuTrees;
 use super::kernel::{DpuArgs, TreeArgs};
 use super::layout::dpu_trees_bytes;
@@ -101,13 +104,9 @@ pub fn query_buffer(kind: QueryKind, batch: &DpuBatch) -> Vec<u8> {
     ] {
         out.extend_from_slice(&word.to_le_bytes());
     }
+    let words = query_words(kind);
     let mut push = |q: &Query| {
-        let words: &[u64] = match kind {
-            QueryKind::Get => &[q.lo],
-            QueryKind::RangeCountIf => &[q.lo, q.hi, q.value],
-            QueryKind::RangeMax => &[q.lo, q.hi],
-        };
-        for w in words {
+        for w in &encode_query(kind, q)[..words] {
             out.extend_from_slice(&w.to_le_bytes());
         }
     };
@@ -122,11 +121,8 @@ pub fn read_results(mram: &Mram, layout: &DpuLayout, kind: QueryKind, n: u64) ->
         layout.result_base(kind, n),
         (n * result_record_bytes(kind) / 8) as usize,
     );
-    match kind {
-        QueryKind::Get | QueryKind::RangeCountIf => words.into_iter().map(Some).collect(),
-        QueryKind::RangeMax => words
-            .chunks_exact(2)
-            .map(|w| (w[1] > 0).then_some(w[0]))
-            .collect(),
-    }
+    words
+        .chunks_exact(result_words(kind))
+        .map(|w| decode_result(kind, w))
+        .collect()
 }

@@ -19,10 +19,10 @@
 //! code; each constant below says what it stands for.
 
 use crate::dpu::{Kernel, KernelError, Op, Tasklet};
-use crate::forest::batch::{HEADER_BYTES, query_record_bytes, result_record_bytes};
+use crate::forest::batch::{HEADER_BYTES, decode_query, query_record_bytes, result_record_bytes};
 use crate::forest::layout::NODE_BYTES;
 use crate::forest::tree::{Internal, Leaf, Link, NO_LINK, internal_read_bytes, leaf_read_bytes};
-use crate::workload::QueryKind;
+use crate::workload::{Query, QueryKind};
 
 /// Queries read (and results written) per DMA.
 pub const BLOCK_QUERIES: u32 = 16;
@@ -233,11 +233,7 @@ impl Ctx<'_> {
     /// One query on one tree: (answer word, second word of a 16-byte result).
     async fn answer(&self, t: &Tasklet, hot: bool, q: [u64; 3]) -> Result<(u64, u64), KernelError> {
         let kind = self.kernel.kind;
-        let (lo, hi, value) = match kind {
-            QueryKind::Get => (q[0], q[0], 0),
-            QueryKind::RangeCountIf => (q[0], q[1], q[2]),
-            QueryKind::RangeMax => (q[0], q[1], 0),
-        };
+        let Query { lo, hi, value } = decode_query(kind, q);
         let (tree, root_wram) = if hot {
             let tree = self
                 .args
