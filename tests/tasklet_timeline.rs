@@ -273,3 +273,35 @@ fn a_bad_tasklet_count_is_the_launch_error() {
         );
     }
 }
+
+#[test]
+fn a_timeline_becomes_trace_spans_in_microseconds() {
+    use pimdes::engine::Time;
+    use pimdes::trace::Trace;
+    let m = common::machine(&[]);
+    let (_, timeline) = recorded(&Critical, 2);
+    let mut trace = Trace::new(100);
+    let start = Time(1_000_000);
+    assert!(timeline.add_to_trace(&mut trace, 7, 100, m.dpu.clock, start));
+    let mut out = Vec::new();
+    trace.write_to(&mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let names: Vec<(&str, u64)> = events
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["tid"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(names, [("running", 100), ("mutex", 101), ("running", 101)]);
+    assert_eq!(events[1]["args"]["id"], 0);
+    assert_eq!(events[1]["args"]["end_cycle"], 1133);
+    // 1133 cycles at 350 MHz = 3,237,142.86 ps, rounded up; the next span starts there.
+    assert!(text.contains(r#""ts":1.000000,"dur":3.237143"#), "{text}");
+    assert!(text.contains(r#""ts":4.237143,"#), "{text}");
+    // A trace too small for the timeline says so; a cut timeline leaves a marker.
+    assert!(!timeline.add_to_trace(&mut Trace::new(2), 7, 0, m.dpu.clock, start));
+    let (_, cut) = mixed_dpu().launch_recorded(&MIXED, 4, 5).unwrap();
+    let mut trace = Trace::new(100);
+    assert!(cut.add_to_trace(&mut trace, 0, 0, m.dpu.clock, Time::ZERO));
+    assert_eq!(trace.events(), 6);
+}
