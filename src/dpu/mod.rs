@@ -54,9 +54,8 @@ pub use mram::{Mram, MramOverflow};
 pub use tasklet::{Tasklet, Wait};
 
 use self::core::{Core, Observer, Recorder, Wake};
-use crate::engine::{Clock, Cycles, Time};
+use crate::engine::{Cycles, Time};
 use crate::machine::{DpuParams, InstructionCosts};
-use crate::trace::{ArgValue, Trace};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -146,58 +145,6 @@ pub struct LaunchReport {
     pub tasklet_cycles: Vec<u64>,
     #[serde(flatten)]
     pub stats: LaunchStats,
-}
-
-impl TaskletActivity {
-    /// The activity's event name in a trace (ids go in the event's arguments, so that a
-    /// viewer colours all waits on mutexes alike).
-    pub fn label(self) -> &'static str {
-        match self {
-            TaskletActivity::Running => "running",
-            TaskletActivity::Dma => "dma",
-            TaskletActivity::Mutex { .. } => "mutex",
-            TaskletActivity::Barrier { .. } => "barrier",
-        }
-    }
-}
-
-impl TaskletTimeline {
-    /// Adds the spans to `trace` as events of process `pid`, tasklet `t` on thread
-    /// `first_tid + t` (naming those threads is the caller's), category `"tasklet"`, for
-    /// a launch that began at `launch_start` on `clock`. Cycle boundaries go through
-    /// [`Clock::to_time`], so adjacent spans still meet exactly. A truncated timeline ends
-    /// with an instant saying so on the first tasklet's thread. Returns false if the
-    /// trace's bound cut the spans short.
-    pub fn add_to_trace(
-        &self,
-        trace: &mut Trace,
-        pid: u32,
-        first_tid: u32,
-        clock: Clock,
-        launch_start: Time,
-    ) -> bool {
-        let at = |cycle: u64| launch_start + clock.to_time(Cycles(cycle));
-        for s in &self.spans {
-            let mut args = vec![
-                ("start_cycle", ArgValue::U64(s.start_cycle)),
-                ("end_cycle", ArgValue::U64(s.end_cycle)),
-            ];
-            if let TaskletActivity::Mutex { id } | TaskletActivity::Barrier { id } = s.activity {
-                args.push(("id", ArgValue::U64(id as u64)));
-            }
-            let (start, end) = (at(s.start_cycle), at(s.end_cycle));
-            let tid = first_tid.saturating_add(s.tasklet);
-            if !trace.span(pid, tid, s.activity.label(), "tasklet", start, end, &args) {
-                return false;
-            }
-        }
-        if self.truncated {
-            let last = self.spans.iter().map(|s| s.end_cycle).max().unwrap_or(0);
-            let name = format!("tasklet timeline cut at {} spans", self.spans.len());
-            return trace.instant(pid, first_tid, &name, "tasklet", at(last), &[]);
-        }
-        true
-    }
 }
 
 /// One DPU: identity, parameters and the MRAM contents that persist across launches.
@@ -421,4 +368,67 @@ fn run<K: Kernel, O: Observer>(
     c.stats.events = events;
     let cycles = c.finish_cycle.iter().copied().max().unwrap_or(0);
     Ok((cycles, c.stats.clone(), c.finish_cycle.clone()))
+}
+
+/// Tasklet timelines as trace events. A module of its own so that this cold code is
+/// compiled apart from the executor: written directly in this module, it cost 8-10% of
+/// `cargo bench --bench engine`'s events per second (a code-placement effect; the
+/// executor's code was the same), and here it costs nothing measurable.
+mod timeline_trace {
+    use super::{TaskletActivity, TaskletTimeline};
+    use crate::engine::{Clock, Cycles, Time};
+    use crate::trace::{ArgValue, Trace};
+
+    impl TaskletActivity {
+        /// The activity's event name in a trace (ids go in the event's arguments, so that a
+        /// viewer colours all waits on mutexes alike).
+        pub fn label(self) -> &'static str {
+            match self {
+                TaskletActivity::Running => "running",
+                TaskletActivity::Dma => "dma",
+                TaskletActivity::Mutex { .. } => "mutex",
+                TaskletActivity::Barrier { .. } => "barrier",
+            }
+        }
+    }
+
+    impl TaskletTimeline {
+        /// Adds the spans to `trace` as events of process `pid`, tasklet `t` on thread
+        /// `first_tid + t` (naming those threads is the caller's), category `"tasklet"`, for
+        /// a launch that began at `launch_start` on `clock`. Cycle boundaries go through
+        /// [`Clock::to_time`], so adjacent spans still meet exactly. A truncated timeline ends
+        /// with an instant saying so on the first tasklet's thread. Returns false if the
+        /// trace's bound cut the spans short.
+        pub fn add_to_trace(
+            &self,
+            trace: &mut Trace,
+            pid: u32,
+            first_tid: u32,
+            clock: Clock,
+            launch_start: Time,
+        ) -> bool {
+            let at = |cycle: u64| launch_start + clock.to_time(Cycles(cycle));
+            for s in &self.spans {
+                let mut args = vec![
+                    ("start_cycle", ArgValue::U64(s.start_cycle)),
+                    ("end_cycle", ArgValue::U64(s.end_cycle)),
+                ];
+                if let TaskletActivity::Mutex { id } | TaskletActivity::Barrier { id } = s.activity
+                {
+                    args.push(("id", ArgValue::U64(id as u64)));
+                }
+                let (start, end) = (at(s.start_cycle), at(s.end_cycle));
+                let tid = first_tid.saturating_add(s.tasklet);
+                if !trace.span(pid, tid, s.activity.label(), "tasklet", start, end, &args) {
+                    return false;
+                }
+            }
+            if self.truncated {
+                let last = self.spans.iter().map(|s| s.end_cycle).max().unwrap_or(0);
+                let name = format!("tasklet timeline cut at {} spans", self.spans.len());
+                return trace.instant(pid, first_tid, &name, "tasklet", at(last), &[]);
+            }
+            true
+        }
+    }
 }
