@@ -20,4 +20,5 @@ pub mod partition;
 pub mod policies;
 pub mod rng;
 pub mod system;
+pub mod trace;
 pub mod workload;

@@ -36,6 +36,7 @@ use super::error::{KernelError, SyncKind, TaskletWait};
 use super::mram::Mram;
 use crate::engine::EventQueue;
 use crate::machine::{DmaDirection, DpuParams};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 
 /// Upper bound on events of one launch (about 4 minutes of simulation at 20 M events/s):
@@ -86,6 +87,133 @@ pub struct LaunchStats {
     pub dma_busy_cycles: u64,
     /// Events popped from the DPU's queue (DMA completions, compute completions, wake-ups).
     pub events: u64,
+}
+
+/// What a tasklet spends a span of cycles on, for a timeline. Issuing and waiting for the
+/// pipeline are one activity: the pipeline model is a fluid share, so a tasklet between
+/// two computes is not separable from one in the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum TaskletActivity {
+    /// Executing instructions or waiting for its turn in the revolver pipeline.
+    Running,
+    /// Waiting for a DMA transfer to complete.
+    Dma,
+    /// Waiting to acquire mutex `id`.
+    Mutex { id: u32 },
+    /// Waiting at barrier `id` for the other tasklets.
+    Barrier { id: u32 },
+}
+
+/// One activity of one tasklet over the cycles `start_cycle..end_cycle` (never empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TaskletSpan {
+    pub tasklet: u32,
+    pub activity: TaskletActivity,
+    pub start_cycle: u64,
+    pub end_cycle: u64,
+}
+
+/// The per-tasklet timeline of one launch ([`super::Dpu::launch_recorded`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TaskletTimeline {
+    /// Spans of tasklet 0 in time order, then those of tasklet 1, and so on. Unless
+    /// `truncated`, the spans of one tasklet tile `0..` its finish cycle without gaps.
+    pub spans: Vec<TaskletSpan>,
+    /// The span bound was reached: recording stopped there, so the spans that would have
+    /// closed later (including each tasklet's last) are missing.
+    pub truncated: bool,
+}
+
+/// Sees the DPU after every step of the executor (the initial polls, then each event with
+/// the polls it causes). Every state change of a step happens at that step's cycle, so
+/// looking after each step misses only zero-length states, which a timeline drops anyway;
+/// and the unrecorded launch, observed by `()`, keeps its hot paths untouched.
+pub(crate) trait Observer {
+    /// Takes the cell, not a borrow, so that `()` costs not even the borrow check.
+    fn after_step(&mut self, core: &RefCell<Core>);
+}
+
+impl Observer for () {
+    #[inline(always)]
+    fn after_step(&mut self, _core: &RefCell<Core>) {}
+}
+
+/// Collects the spans of a recorded launch, at most `max_spans` of them.
+pub(crate) struct Recorder {
+    max_spans: usize,
+    kept_spans: usize,
+    truncated: bool,
+    /// Closed spans of each tasklet in time order (per tasklet, so a span can merge with
+    /// the tasklet's previous one when a zero-length span between them is dropped).
+    closed: Vec<Vec<TaskletSpan>>,
+    /// Each tasklet's current activity and the cycle it began; `None` once finished.
+    open: Vec<Option<(TaskletActivity, u64)>>,
+}
+
+impl Observer for Recorder {
+    fn after_step(&mut self, core: &RefCell<Core>) {
+        let core = core.borrow();
+        for tasklet in 0..core.tasklets {
+            self.transition(tasklet, core.activity(tasklet), core.now);
+        }
+    }
+}
+
+impl Recorder {
+    pub(crate) fn new(tasklets: u32, max_spans: usize) -> Recorder {
+        Recorder {
+            max_spans,
+            kept_spans: 0,
+            truncated: false,
+            closed: vec![Vec::new(); tasklets as usize],
+            open: vec![Some((TaskletActivity::Running, 0)); tasklets as usize],
+        }
+    }
+
+    /// Notes that `tasklet` is doing `next` (`None`: finished) at cycle `now`.
+    fn transition(&mut self, tasklet: u32, next: Option<TaskletActivity>, now: u64) {
+        let t = tasklet as usize;
+        let Some((activity, start_cycle)) = self.open[t] else {
+            return;
+        };
+        if self.truncated || next == Some(activity) {
+            return;
+        }
+        if start_cycle == now {
+            // A zero-length span: drop it, and resume the previous span if it was `next`.
+            let previous = self.closed[t].last().copied();
+            self.open[t] = match (previous, next) {
+                (Some(p), Some(n)) if p.activity == n && p.end_cycle == now => {
+                    self.closed[t].pop();
+                    self.kept_spans -= 1;
+                    Some((n, p.start_cycle))
+                }
+                (_, n) => n.map(|n| (n, now)),
+            };
+            return;
+        }
+        if self.kept_spans == self.max_spans {
+            self.truncated = true;
+            return;
+        }
+        self.kept_spans += 1;
+        self.closed[t].push(TaskletSpan {
+            tasklet,
+            activity,
+            start_cycle,
+            end_cycle: now,
+        });
+        self.open[t] = next.map(|n| (n, now));
+    }
+
+    /// The closed spans, tasklet by tasklet (a tasklet still open, only after a
+    /// truncation, contributes only its closed spans).
+    pub(crate) fn into_timeline(self) -> TaskletTimeline {
+        TaskletTimeline {
+            spans: self.closed.into_iter().flatten().collect(),
+            truncated: self.truncated,
+        }
+    }
 }
 
 pub(crate) struct Core {
@@ -472,6 +600,17 @@ impl Core {
         self.finish_cycle[tasklet as usize] = self.now;
     }
 
+    /// What `tasklet` does now, for a timeline; `None` once it finished.
+    pub(crate) fn activity(&self, tasklet: u32) -> Option<TaskletActivity> {
+        match self.state[tasklet as usize] {
+            State::Running | State::Computing => Some(TaskletActivity::Running),
+            State::Dma => Some(TaskletActivity::Dma),
+            State::Mutex(id) => Some(TaskletActivity::Mutex { id }),
+            State::Barrier(id) => Some(TaskletActivity::Barrier { id }),
+            State::Finished => None,
+        }
+    }
+
     pub(crate) fn is_finished(&self, tasklet: u32) -> bool {
         self.state[tasklet as usize] == State::Finished
     }
@@ -501,7 +640,44 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::div_ceil_fast;
+    use super::{Recorder, TaskletActivity, TaskletSpan, div_ceil_fast};
+
+    fn span(activity: TaskletActivity, start_cycle: u64, end_cycle: u64) -> TaskletSpan {
+        TaskletSpan {
+            tasklet: 0,
+            activity,
+            start_cycle,
+            end_cycle,
+        }
+    }
+
+    #[test]
+    fn recorder_drops_zero_length_spans_and_merges_around_them() {
+        let dma = Some(TaskletActivity::Dma);
+        let mutex = Some(TaskletActivity::Mutex { id: 2 });
+        let running = Some(TaskletActivity::Running);
+        let mut r = Recorder::new(1, 10);
+        r.transition(0, running, 0);
+        r.transition(0, dma, 5);
+        r.transition(0, running, 9);
+        // A wait that ends in the cycle it began leaves Running 9..20 whole.
+        r.transition(0, mutex, 12);
+        r.transition(0, running, 12);
+        r.transition(0, mutex, 20);
+        r.transition(0, None, 30);
+        r.transition(0, running, 40);
+        let timeline = r.into_timeline();
+        assert!(!timeline.truncated);
+        assert_eq!(
+            timeline.spans,
+            vec![
+                span(TaskletActivity::Running, 0, 5),
+                span(TaskletActivity::Dma, 5, 9),
+                span(TaskletActivity::Running, 9, 20),
+                span(TaskletActivity::Mutex { id: 2 }, 20, 30),
+            ]
+        );
+    }
 
     #[test]
     fn fast_ceiling_division_is_exact() {

@@ -46,12 +46,14 @@ mod error;
 mod mram;
 mod tasklet;
 
-pub use self::core::{LaunchStats, MAX_EVENTS_PER_LAUNCH};
+pub use self::core::{
+    LaunchStats, MAX_EVENTS_PER_LAUNCH, TaskletActivity, TaskletSpan, TaskletTimeline,
+};
 pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
 pub use mram::{Mram, MramOverflow};
 pub use tasklet::{Tasklet, Wait};
 
-use self::core::{Core, Wake};
+use self::core::{Core, Observer, Recorder, Wake};
 use crate::engine::{Cycles, Time};
 use crate::machine::{DpuParams, InstructionCosts};
 use std::cell::RefCell;
@@ -196,6 +198,32 @@ impl Dpu {
         kernel: &K,
         tasklets: u32,
     ) -> Result<LaunchReport, KernelError> {
+        self.launch_observed(kernel, tasklets, &mut ())
+    }
+
+    /// [`Dpu::launch`], also recording what each tasklet did when (for a trace). At most
+    /// `max_spans` spans are kept, so a long launch cannot exhaust memory; past the bound
+    /// the timeline is marked truncated. The report and MRAM are exactly `launch`'s.
+    pub fn launch_recorded<K: Kernel>(
+        &mut self,
+        kernel: &K,
+        tasklets: u32,
+        max_spans: usize,
+    ) -> Result<(LaunchReport, TaskletTimeline), KernelError> {
+        // Capped so that a bad tasklet count is reported by the launch, not paid for here.
+        let mut recorder = Recorder::new(tasklets.min(self.params.max_tasklets), max_spans);
+        let report = self.launch_observed(kernel, tasklets, &mut recorder)?;
+        Ok((report, recorder.into_timeline()))
+    }
+
+    /// The launch itself, generic over the observer so that `launch` compiles to the
+    /// executor without any recording code.
+    fn launch_observed<K: Kernel, O: Observer>(
+        &mut self,
+        kernel: &K,
+        tasklets: u32,
+        observer: &mut O,
+    ) -> Result<LaunchReport, KernelError> {
         let p = &self.params;
         if tasklets == 0 || tasklets > p.max_tasklets {
             return Err(KernelError::TooManyTasklets {
@@ -228,7 +256,7 @@ impl Dpu {
         core.globals = stacks as u32;
         core.heap_next = stacks + globals;
         let core = Rc::new(RefCell::new(core));
-        let result = run(kernel, &core, tasklets);
+        let result = run(kernel, &core, tasklets, observer);
         let core = Rc::into_inner(core).expect("every tasklet future is dropped by now");
         let core = core.into_inner();
         self.mram = core.mram;
@@ -244,10 +272,11 @@ impl Dpu {
 type TaskletFuture<'k> = Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'k>>;
 
 /// The deterministic single-threaded executor of one launch.
-fn run<K: Kernel>(
+fn run<K: Kernel, O: Observer>(
     kernel: &K,
     core: &Rc<RefCell<Core>>,
     tasklets: u32,
+    observer: &mut O,
 ) -> Result<(u64, LaunchStats, Vec<u64>), KernelError> {
     let dpu = core.borrow().dpu;
     let handles: Vec<Tasklet> = (0..tasklets)
@@ -281,6 +310,7 @@ fn run<K: Kernel>(
     for t in 0..tasklets {
         poll(t, &mut futures)?;
     }
+    observer.after_step(core);
     let mut events = 0u64;
     let mut done = Vec::with_capacity(tasklets as usize);
     loop {
@@ -324,6 +354,7 @@ fn run<K: Kernel>(
                 }
             }
         }
+        observer.after_step(core);
     }
     drop(futures);
     drop(handles);
@@ -337,4 +368,67 @@ fn run<K: Kernel>(
     c.stats.events = events;
     let cycles = c.finish_cycle.iter().copied().max().unwrap_or(0);
     Ok((cycles, c.stats.clone(), c.finish_cycle.clone()))
+}
+
+/// Tasklet timelines as trace events. A module of its own so that this cold code is
+/// compiled apart from the executor: written directly in this module, it cost 8-10% of
+/// `cargo bench --bench engine`'s events per second (a code-placement effect; the
+/// executor's code was the same), and here it costs nothing measurable.
+mod timeline_trace {
+    use super::{TaskletActivity, TaskletTimeline};
+    use crate::engine::{Clock, Cycles, Time};
+    use crate::trace::{ArgValue, Trace};
+
+    impl TaskletActivity {
+        /// The activity's event name in a trace (ids go in the event's arguments, so that a
+        /// viewer colours all waits on mutexes alike).
+        pub fn label(self) -> &'static str {
+            match self {
+                TaskletActivity::Running => "running",
+                TaskletActivity::Dma => "dma",
+                TaskletActivity::Mutex { .. } => "mutex",
+                TaskletActivity::Barrier { .. } => "barrier",
+            }
+        }
+    }
+
+    impl TaskletTimeline {
+        /// Adds the spans to `trace` as events of process `pid`, tasklet `t` on thread
+        /// `first_tid + t` (naming those threads is the caller's), category `"tasklet"`, for
+        /// a launch that began at `launch_start` on `clock`. Cycle boundaries go through
+        /// [`Clock::to_time`], so adjacent spans still meet exactly. A truncated timeline ends
+        /// with an instant saying so on the first tasklet's thread. Returns false if the
+        /// trace's bound cut the spans short.
+        pub fn add_to_trace(
+            &self,
+            trace: &mut Trace,
+            pid: u32,
+            first_tid: u32,
+            clock: Clock,
+            launch_start: Time,
+        ) -> bool {
+            let at = |cycle: u64| launch_start + clock.to_time(Cycles(cycle));
+            for s in &self.spans {
+                let mut args = vec![
+                    ("start_cycle", ArgValue::U64(s.start_cycle)),
+                    ("end_cycle", ArgValue::U64(s.end_cycle)),
+                ];
+                if let TaskletActivity::Mutex { id } | TaskletActivity::Barrier { id } = s.activity
+                {
+                    args.push(("id", ArgValue::U64(id as u64)));
+                }
+                let (start, end) = (at(s.start_cycle), at(s.end_cycle));
+                let tid = first_tid.saturating_add(s.tasklet);
+                if !trace.span(pid, tid, s.activity.label(), "tasklet", start, end, &args) {
+                    return false;
+                }
+            }
+            if self.truncated {
+                let last = self.spans.iter().map(|s| s.end_cycle).max().unwrap_or(0);
+                let name = format!("tasklet timeline cut at {} spans", self.spans.len());
+                return trace.instant(pid, first_tid, &name, "tasklet", at(last), &[]);
+            }
+            true
+        }
+    }
 }
