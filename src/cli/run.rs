@@ -1,10 +1,16 @@
 //! `pimdes run`.
 
 use super::{CommonArgs, choose_partitioner, command_line, load_inputs, table, write_stdout};
+use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::run::{Progress, RunReport, Silent, run as run_experiment};
+use crate::experiments::run::{Progress, RunReport, Silent, run_traced};
+use crate::experiments::timeline::{MAX_TRACE_EVENTS, TraceDpus, TraceRequest};
+use crate::machine::Machine;
+use crate::trace::Trace;
+use crate::workload::Workload;
 use clap::Args;
 use std::io::{IsTerminal, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
@@ -21,6 +27,113 @@ pub struct RunArgs {
     /// No progress on stderr (it is only shown when stderr is a terminal anyway).
     #[arg(long)]
     quiet: bool,
+    /// Write a timeline of the traced batches to FILE as Chrome trace-event JSON (open it
+    /// in ui.perfetto.dev or chrome://tracing), timestamps in simulated microseconds.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// DPUs shown tasklet by tasklet in the trace: `busiest` (the DPU with the longest
+    /// kernel of each traced batch) or a comma-separated list of DPU numbers.
+    #[arg(long, value_name = "LIST|busiest", requires = "trace")]
+    trace_dpus: Option<String>,
+    /// Batches in the trace: `A..B` (A up to B, B excluded) or one batch `A`. Default: the
+    /// first measured batch.
+    #[arg(long, value_name = "A..B", requires = "trace")]
+    trace_batches: Option<String>,
+}
+
+/// At most this many DPUs in `--trace-dpus`.
+const MAX_TRACED_DPUS: usize = 64;
+
+fn trace_dpus(flag: &Option<String>, dpus: u32) -> Result<TraceDpus, InputError> {
+    let Some(text) = flag.as_deref() else {
+        return Ok(TraceDpus::Busiest);
+    };
+    if text == "busiest" {
+        return Ok(TraceDpus::Busiest);
+    }
+    let bad = |reason: String| InputError::plain("--trace-dpus", reason);
+    let mut list = Vec::new();
+    for part in text.split(',') {
+        let d: u32 = part.trim().parse().map_err(|_| {
+            bad(format!(
+                "`{part}` is not a DPU number; give `busiest` or numbers like `0,17`"
+            ))
+        })?;
+        if d >= dpus {
+            return Err(bad(format!(
+                "DPU {d} does not exist: the machine has DPUs 0 to {}",
+                dpus - 1
+            )));
+        }
+        if !list.contains(&d) {
+            list.push(d);
+        }
+    }
+    if list.len() > MAX_TRACED_DPUS {
+        return Err(bad(format!("at most {MAX_TRACED_DPUS} DPUs")));
+    }
+    Ok(TraceDpus::List(list))
+}
+
+fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64>, InputError> {
+    let total = workload.total_batches();
+    let Some(text) = flag.as_deref() else {
+        return Ok(workload.warmup_batches..workload.warmup_batches + 1);
+    };
+    let bad = |reason: String| InputError::plain("--trace-batches", reason);
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| bad(format!("`{s}` is not a batch number; give `A..B` or `A`")))
+    };
+    let range = match text.split_once("..") {
+        Some((a, b)) => number(a)?..number(b)?,
+        None => {
+            let a = number(text)?;
+            a..a + 1
+        }
+    };
+    if range.start >= range.end || range.end > total {
+        return Err(bad(format!(
+            "`{text}` is not a non-empty range within the run's batches 0 to {} (warm-up first; end excluded)",
+            total - 1
+        )));
+    }
+    Ok(range)
+}
+
+/// The trace the flags ask for, checked against the machine and the workload.
+fn trace_request(
+    args: &RunArgs,
+    machine: &Machine,
+    workload: &Workload,
+) -> Result<Option<TraceRequest>, InputError> {
+    if args.trace.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(TraceRequest {
+        batches: trace_batches(&args.trace_batches, workload)?,
+        dpus: trace_dpus(&args.trace_dpus, machine.dpus)?,
+        max_events: MAX_TRACE_EVENTS,
+    }))
+}
+
+/// Writes the trace atomically and says what it holds.
+fn write_trace(path: &Path, trace: &Trace) -> Result<(), Error> {
+    let mut bytes = Vec::new();
+    trace.write_to(&mut bytes).map_err(|e| Error::Output {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    write_atomically(path, &String::from_utf8_lossy(&bytes))?;
+    if trace.truncated() {
+        eprintln!(
+            "warning: the trace reached its bound of {} events and was cut there ({} more dropped); trace fewer batches or DPUs",
+            trace.max_events(),
+            trace.dropped_events()
+        );
+    }
+    Ok(())
 }
 
 /// Progress on stderr, one line rewritten in place.
@@ -67,12 +180,22 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     } else {
         Box::new(Silent)
     };
-    let report = run_experiment(&machine, &workload, partitioner.as_ref(), progress.as_mut())
-        .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
+    let trace = trace_request(&args, &machine, &workload)?;
+    let (report, timeline) = run_traced(
+        &machine,
+        &workload,
+        partitioner.as_ref(),
+        progress.as_mut(),
+        trace.as_ref(),
+    )
+    .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
     let json = report_json(&report);
+    if let (Some(path), Some(t)) = (&args.trace, &timeline) {
+        write_trace(path, t)?;
+    }
     if let Some(out) = &args.out {
         write_atomically(out, &json)?;
     }

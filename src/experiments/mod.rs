@@ -3,3 +3,4 @@
 
 pub mod partition;
 pub mod run;
+pub mod timeline;

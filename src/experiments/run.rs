@@ -3,14 +3,17 @@
 //! index (answers checked against its plain reference) and timed by the system executor
 //! under the workload's host protocol; the report is measured from the executor's spans.
 
+use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::error::Error;
 use crate::experiments::partition::EffectiveConfig;
-use crate::index::{self, Index, IndexError, MramNeed};
+use crate::experiments::timeline::{TraceDpus, TraceRequest, build_trace};
+use crate::index::{self, Index, IndexError, MramNeed, Record};
 use crate::machine::Machine;
 use crate::partition::Partitioner;
 use crate::system::exec::{Arrival, BatchTiming, Executor, LaunchMode, Protocol, Timeline};
 use crate::system::program::{Class, Program};
+use crate::trace::Trace;
 use crate::workload::Workload;
 use crate::workload::spec::{ArrivalMode, LaunchMode as RawLaunch};
 use hdrhistogram::Histogram;
@@ -203,6 +206,17 @@ pub fn run(
     partitioner: &dyn Partitioner,
     progress: &mut dyn Progress,
 ) -> Result<RunReport, Error> {
+    Ok(run_traced(machine, workload, partitioner, progress, None)?.0)
+}
+
+/// As [`run`], with the trace `trace` asks for.
+pub fn run_traced(
+    machine: &Machine,
+    workload: &Workload,
+    partitioner: &dyn Partitioner,
+    progress: &mut dyn Progress,
+    trace: Option<&TraceRequest>,
+) -> Result<(RunReport, Option<Trace>), Error> {
     let wall = std::time::Instant::now();
     let mut index = index::build(machine, workload, partitioner, &mut |p| progress.phase(p))?;
     let mut raw_workload = workload.raw.clone();
@@ -211,7 +225,15 @@ pub fn run(
         machine: machine.raw.clone(),
         workload: raw_workload,
     };
-    drive(machine, workload, index.as_mut(), config, progress, wall)
+    drive(
+        machine,
+        workload,
+        index.as_mut(),
+        config,
+        progress,
+        wall,
+        trace,
+    )
 }
 
 /// What the driver gathers while the batches run.
@@ -219,6 +241,24 @@ struct Gathered {
     kernel_ns: Histogram<u64>,
     events: u64,
     kernel_wall_s: f64,
+    /// Recorded DPUs: (batch, DPU, tasklet timeline).
+    tasklets: Vec<(u64, u32, TaskletTimeline)>,
+}
+
+/// What the index should record of batch `b` for `trace`.
+fn record_for(trace: Option<&TraceRequest>, b: u64) -> Record {
+    match trace {
+        Some(t) if t.batches.contains(&b) => match &t.dpus {
+            TraceDpus::Busiest => Record::Busiest {
+                max_spans: t.max_events,
+            },
+            TraceDpus::List(dpus) => Record::Dpus {
+                dpus: dpus.clone(),
+                max_spans: t.max_events,
+            },
+        },
+        _ => Record::Nothing,
+    }
 }
 
 /// Runs every batch of `workload` through `index` on the machine; generic over the index.
@@ -229,7 +269,8 @@ pub fn drive(
     config: EffectiveConfig,
     progress: &mut dyn Progress,
     wall: std::time::Instant,
-) -> Result<RunReport, Error> {
+    trace: Option<&TraceRequest>,
+) -> Result<(RunReport, Option<Trace>), Error> {
     let init = time_init(machine, index.init_programs());
     let total = workload.total_batches();
     let warmup = workload.warmup_batches;
@@ -237,10 +278,13 @@ pub fn drive(
         kernel_ns: histogram_ns(),
         events: 0,
         kernel_wall_s: 0.0,
+        tasklets: Vec::new(),
     };
     let timeline = Executor::run(machine, protocol_of(workload), total, |b, n| {
         progress.batch(b, total);
-        let work = index.run_batch(b, n, b >= warmup)?;
+        let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
+        g.tasklets
+            .extend(work.timelines.into_iter().map(|(d, t)| (b, d, t)));
         g.events += work.events;
         g.kernel_wall_s += work.kernel_wall_s;
         if b >= warmup {
@@ -251,9 +295,9 @@ pub fn drive(
         Ok::<Program, Error>(work.program)
     })?;
     progress.phase("done");
-    Ok(report(
-        machine, workload, index, config, init, &timeline, g, wall,
-    ))
+    let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
+    let report = report(machine, workload, index, config, init, &timeline, g, wall);
+    Ok((report, trace))
 }
 
 /// Times the index's init programs one after another on an idle machine.

@@ -10,8 +10,9 @@
 //! | `dpu_to_cpu` | communication | ownership switch, parallel pull of the result buffers |
 //! | `postprocessing` | cpu | merge on all host threads |
 
-use super::{BatchWork, Index, IndexError, MramNeed};
+use super::{BatchWork, Index, IndexError, MramNeed, Record};
 use crate::config::InputError;
+use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::forest::batch::DpuBatch;
 use crate::forest::build::{DpuTrees, build_dpu_trees, chunk_key_range, chunks_per_dpu};
@@ -290,6 +291,7 @@ impl Index for BForest {
         batch: u64,
         queries: u64,
         measured: bool,
+        record: &Record,
     ) -> Result<BatchWork, IndexError> {
         let n = (queries as usize).min(self.batches[batch as usize].len());
         let env = BatchEnv {
@@ -313,6 +315,14 @@ impl Index for BForest {
             .postprocessing
             .postprocess(&env, &routed, &evaluated, n);
         self.verify(batch, &post.answers)?;
+        let timelines = record_dpus(
+            &*self.policies.evaluation,
+            &env,
+            &mut self.system,
+            &routed,
+            &evaluated.per_dpu,
+            record,
+        )?;
         let program = Program {
             stages: STAGES.to_vec(),
             steps: vec![
@@ -338,6 +348,7 @@ impl Index for BForest {
             events: evaluated.events,
             kernel_wall_s,
             answers_verified: n as u64,
+            timelines,
         })
     }
 
@@ -471,6 +482,41 @@ fn build(
         .collect();
     let (layouts, trees) = built.into_iter().unzip();
     (reference, layouts, trees)
+}
+
+/// Reruns the kernels of the DPUs `record` asks for, recording their tasklets; a rerun
+/// that takes another number of cycles than the first run is a simulator bug.
+fn record_dpus(
+    evaluation: &dyn EvaluationPolicy,
+    env: &BatchEnv,
+    system: &mut System,
+    routed: &crate::policies::Routed,
+    per_dpu: &[Time],
+    record: &Record,
+) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
+    let (dpus, max_spans) = match record {
+        Record::Nothing => return Ok(Vec::new()),
+        Record::Busiest { max_spans } => {
+            let busiest = (0..per_dpu.len())
+                .max_by_key(|&d| (per_dpu[d], std::cmp::Reverse(d)))
+                .unwrap_or(0);
+            (vec![busiest as u32], *max_spans)
+        }
+        Record::Dpus { dpus, max_spans } => (dpus.clone(), *max_spans),
+    };
+    let mut out = Vec::with_capacity(dpus.len());
+    for d in dpus {
+        let (report, timeline) = evaluation.record(env, system, routed, d, max_spans)?;
+        let again = system.dpus()[d as usize].duration(&report);
+        if again != per_dpu[d as usize] {
+            return Err(IndexError::Verification(format!(
+                "DPU {d}: the recorded rerun of its kernel took {again:?}, the first run {:?}",
+                per_dpu[d as usize]
+            )));
+        }
+        out.push((d, timeline));
+    }
+    Ok(out)
 }
 
 /// Queries each DPU serves in a routed batch, a query counted once per DPU.

@@ -7,7 +7,7 @@
 pub mod bforest;
 
 use crate::config::InputError;
-use crate::dpu::LaunchError;
+use crate::dpu::{LaunchError, TaskletTimeline};
 use crate::engine::Time;
 use crate::machine::Machine;
 use crate::system::program::Program;
@@ -40,6 +40,22 @@ pub struct BatchWork {
     pub kernel_wall_s: f64,
     /// Answers checked against the reference.
     pub answers_verified: u64,
+    /// The tasklet timelines asked for, by DPU (in the order asked).
+    pub timelines: Vec<(u32, TaskletTimeline)>,
+}
+
+/// Which DPUs of a batch to record tasklet by tasklet (for a trace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    Nothing,
+    /// The DPU with the longest kernel (the lowest-numbered among equals).
+    Busiest {
+        max_spans: usize,
+    },
+    Dpus {
+        dpus: Vec<u32>,
+        max_spans: usize,
+    },
 }
 
 /// The largest MRAM need of one DPU.
@@ -64,12 +80,14 @@ pub trait Index {
 
     /// Batch `batch` with its first `queries` queries: routes them, runs the kernel(s) on
     /// the DPUs, merges, checks every answer against the reference. `measured` says
-    /// whether the batch counts in the index's own metrics.
+    /// whether the batch counts in the index's own metrics; `record` which DPUs' tasklets
+    /// to record (the recording must not change any result).
     fn run_batch(
         &mut self,
         batch: u64,
         queries: u64,
         measured: bool,
+        record: &Record,
     ) -> Result<BatchWork, IndexError>;
 
     /// Index-specific keys of the run report (flattened into it), from the measured batches.

@@ -7,7 +7,7 @@
 //! named metrics, so every implementation reports in one schema; `pimdes run` averages them
 //! over the measured batches under `policies.<stage>.metrics`.
 
-use crate::dpu::LaunchError;
+use crate::dpu::{LaunchError, LaunchReport, TaskletTimeline};
 use crate::engine::Time;
 use crate::forest::batch::{DpuBatch, merge, query_buffer_bytes, result_buffer_bytes, route_batch};
 use crate::forest::build::DpuTrees;
@@ -76,6 +76,19 @@ pub trait EvaluationPolicy: Send + Sync {
         system: &mut System,
         routed: &Routed,
     ) -> Result<Evaluated, LaunchError>;
+
+    /// Runs DPU `dpu`'s kernel of the batch just evaluated again, recording its tasklets'
+    /// activity (at most `max_spans` spans), for a trace. The kernel only reads its query
+    /// buffer and trees and rewrites its results, so the rerun is the same launch: its
+    /// report is returned for the caller to check.
+    fn record(
+        &self,
+        env: &BatchEnv,
+        system: &mut System,
+        routed: &Routed,
+        dpu: u32,
+        max_spans: usize,
+    ) -> Result<(LaunchReport, TaskletTimeline), LaunchError>;
 }
 
 pub trait PostprocessingPolicy: Send + Sync {
@@ -155,9 +168,39 @@ pub struct TaskletEvaluation {
     split: WorkSplit,
 }
 
+impl TaskletEvaluation {
+    fn kernel(&self, env: &BatchEnv, routed: &Routed) -> ForestKernel {
+        ForestKernel {
+            kind: env.kind,
+            split: self.split,
+            dpus: env
+                .layouts
+                .iter()
+                .zip(env.trees)
+                .zip(&routed.batches)
+                .map(|((l, t), b)| l.args(t, env.kind, b.len() as u64))
+                .collect(),
+        }
+    }
+}
+
 impl EvaluationPolicy for TaskletEvaluation {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn record(
+        &self,
+        env: &BatchEnv,
+        system: &mut System,
+        routed: &Routed,
+        dpu: u32,
+        max_spans: usize,
+    ) -> Result<(LaunchReport, TaskletTimeline), LaunchError> {
+        let kernel = self.kernel(env, routed);
+        system.dpus_mut()[dpu as usize]
+            .launch_recorded(&kernel, env.tasklets, max_spans)
+            .map_err(|error| LaunchError { dpu, error })
     }
 
     fn evaluate(
@@ -175,18 +218,7 @@ impl EvaluationPolicy for TaskletEvaluation {
             dpu.mram_mut()
                 .write(layout.query_base, &query_buffer(env.kind, batch));
         }
-        let kernel = ForestKernel {
-            kind: env.kind,
-            split: self.split,
-            dpus: env
-                .layouts
-                .iter()
-                .zip(env.trees)
-                .zip(&routed.batches)
-                .map(|((l, t), b)| l.args(t, env.kind, b.len() as u64))
-                .collect(),
-        };
-        let report = system.launch(&kernel, env.tasklets)?;
+        let report = system.launch(&self.kernel(env, routed), env.tasklets)?;
         let results = system
             .dpus()
             .iter()

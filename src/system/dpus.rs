@@ -4,14 +4,11 @@
 //! outcome never depends on the thread count.
 
 use crate::dpu::{Dpu, Kernel, LaunchError, LaunchReport};
-use crate::engine::Time;
-use crate::host::Host;
 use crate::machine::Machine;
 use rayon::prelude::*;
 
-/// The DPUs of a machine and its host.
+/// The DPUs of a machine.
 pub struct System {
-    host: Host,
     dpus: Vec<Dpu>,
 }
 
@@ -21,8 +18,6 @@ pub struct BatchReport {
     pub per_dpu: Vec<LaunchReport>,
     /// Cycles of the slowest DPU.
     pub slowest_cycles: u64,
-    /// Launch fixed cost plus the slowest DPU.
-    pub time: Time,
     /// Events simulated over all DPUs.
     pub events: u64,
 }
@@ -30,15 +25,10 @@ pub struct BatchReport {
 impl System {
     pub fn new(machine: &Machine) -> System {
         System {
-            host: Host::new(machine),
             dpus: (0..machine.dpus)
                 .map(|i| Dpu::new(&machine.dpu, i))
                 .collect(),
         }
-    }
-
-    pub fn host(&self) -> &Host {
-        &self.host
     }
 
     pub fn dpus(&self) -> &[Dpu] {
@@ -70,7 +60,6 @@ impl System {
         let cycles: Vec<u64> = per_dpu.iter().map(|r| r.cycles).collect();
         Ok(BatchReport {
             slowest_cycles: cycles.iter().copied().max().unwrap_or(0),
-            time: self.host.launch(&cycles),
             events: per_dpu.iter().map(|r| r.stats.events).sum(),
             per_dpu,
         })

@@ -1,0 +1,190 @@
+//! `pimdes run --trace`: the file parses as Chrome trace-event JSON, spans on one exclusive
+//! resource never overlap, a batch's critical path nests in it and covers exactly its
+//! reported time, the file is byte-identical on any thread count, and bad trace flags are
+//! input errors.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+const BASE: [&str; 5] = [
+    "run",
+    "--machine",
+    "machines/paper-2rank.toml",
+    "--workload",
+    "workloads/tiny.toml",
+];
+
+fn trace_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("pimdes-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Runs with a trace of batches `batches` (and extra arguments); returns (report, trace).
+fn traced(name: &str, batches: &str, extra: &[&str], threads: Option<&str>) -> (Value, String) {
+    let path = trace_path(name);
+    let mut args: Vec<&str> = BASE.to_vec();
+    let p = path.to_str().unwrap().to_owned();
+    args.extend_from_slice(&["--json", "--trace", &p, "--trace-batches", batches]);
+    args.extend_from_slice(extra);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"));
+    cmd.args(&args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    if let Some(t) = threads {
+        cmd.env("RAYON_NUM_THREADS", t);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = serde_json::from_slice(&out.stdout).unwrap();
+    (report, std::fs::read_to_string(&path).unwrap())
+}
+
+struct Span {
+    name: String,
+    cat: String,
+    start: f64,
+    end: f64,
+}
+
+/// Complete events by (pid, tid), in file order.
+fn spans(trace: &str) -> BTreeMap<(u64, u64), Vec<Span>> {
+    let v: Value = serde_json::from_str(trace).unwrap();
+    let mut by_track: BTreeMap<(u64, u64), Vec<Span>> = BTreeMap::new();
+    for e in v["traceEvents"].as_array().unwrap() {
+        if e["ph"] != "X" {
+            continue;
+        }
+        let start = e["ts"].as_f64().unwrap();
+        by_track
+            .entry((e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap()))
+            .or_default()
+            .push(Span {
+                name: e["name"].as_str().unwrap().to_owned(),
+                cat: e["cat"].as_str().unwrap_or("").to_owned(),
+                start,
+                end: start + e["dur"].as_f64().unwrap(),
+            });
+    }
+    by_track
+}
+
+const EPS_US: f64 = 1e-6;
+
+#[test]
+fn spans_on_exclusive_resources_never_overlap_and_batches_are_covered() {
+    let sets = [
+        "--set",
+        "run.batches_in_flight=2",
+        "--set",
+        "run.launch=async",
+    ];
+    // Tiny: 2 warm-up batches, then measured batches 2 to 4.
+    let (report, trace) = traced("all.json", "2..5", &sets, None);
+    let by_track = spans(&trace);
+    for (&(pid, tid), list) in &by_track {
+        if pid == 1 {
+            continue; // batches and their critical paths: nested, checked below
+        }
+        let mut list: Vec<&Span> = list.iter().collect();
+        list.sort_by(|a, b| a.start.total_cmp(&b.start));
+        for w in list.windows(2) {
+            assert!(
+                w[0].end <= w[1].start + EPS_US,
+                "pid {pid} tid {tid}: {} [{}, {}] overlaps {} at {}",
+                w[0].name,
+                w[0].start,
+                w[0].end,
+                w[1].name,
+                w[1].start
+            );
+        }
+    }
+    // Each batch span holds its critical path, which tiles it exactly.
+    let mut batch_us = Vec::new();
+    for list in by_track
+        .iter()
+        .filter(|((pid, _), _)| *pid == 1)
+        .map(|(_, l)| l)
+    {
+        let mut i = 0;
+        while i < list.len() {
+            let batch = &list[i];
+            assert_eq!(batch.cat, "batch");
+            let mut at = batch.start;
+            i += 1;
+            while i < list.len() && list[i].cat == "critical path" {
+                assert!(
+                    (list[i].start - at).abs() < EPS_US,
+                    "{} starts at {}",
+                    list[i].name,
+                    at
+                );
+                at = list[i].end;
+                i += 1;
+            }
+            assert!(
+                (at - batch.end).abs() < EPS_US,
+                "{}: path ends at {at}",
+                batch.name
+            );
+            batch_us.push(batch.end - batch.start);
+        }
+    }
+    assert_eq!(batch_us.len(), 3);
+    let mean = batch_us.iter().sum::<f64>() / 3.0;
+    let reported = report["batch_time_us"]["mean"].as_f64().unwrap();
+    assert!((mean - reported).abs() < 1e-3, "{mean} vs {reported}");
+    // The busiest DPU of each traced batch has tasklet tracks.
+    assert!(by_track.keys().any(|&(pid, _)| pid >= 10));
+}
+
+#[test]
+fn the_trace_is_byte_identical_on_one_and_all_threads() {
+    let (_, one) = traced("one.json", "1..3", &[], Some("1"));
+    let (_, all) = traced("all-threads.json", "1..3", &[], None);
+    assert_eq!(one, all);
+    assert!(one.contains("\"tasklet 0\""));
+}
+
+#[test]
+fn bad_trace_flags_are_input_errors() {
+    let path = trace_path("bad.json");
+    let p = path.to_str().unwrap();
+    for (flags, needle) in [
+        (
+            vec!["--trace", p, "--trace-batches", "3..3"],
+            "--trace-batches",
+        ),
+        (
+            vec!["--trace", p, "--trace-batches", "0..99"],
+            "batches 0 to 4",
+        ),
+        (
+            vec!["--trace", p, "--trace-batches", "x"],
+            "not a batch number",
+        ),
+        (
+            vec!["--trace", p, "--trace-dpus", "9999"],
+            "DPU 9999 does not exist",
+        ),
+        (vec!["--trace", p, "--trace-dpus", "1,a"], "--trace-dpus"),
+    ] {
+        let mut args = BASE.to_vec();
+        args.extend_from_slice(&flags);
+        assert_bad(&pimdes(&args), &[needle]);
+        assert!(!path.exists(), "no trace file after an error");
+    }
+    // A trace flag without --trace is refused by the parser.
+    let mut args = BASE.to_vec();
+    args.extend_from_slice(&["--trace-dpus", "busiest"]);
+    let o = pimdes(&args);
+    assert_eq!(o.code, Some(2));
+    assert!(o.stderr.contains("--trace"), "{}", o.stderr);
+}
