@@ -1,9 +1,11 @@
 //! pimdes: a discrete-event simulator of UPMEM processing-in-memory hardware, with
 //! B+-Forest and its query density-driven partitioner on top.
 //!
-//! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `partition`,
-//! `forest`, `workload` -> `system`, `host`, `dpu` -> `machine` -> `engine`, `config`, `rng`.
-//! `error` is the commands' top-level error (exit codes); input errors live in `config`.
+//! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `index` ->
+//! `policies` -> `forest`, `partition`, `workload` -> `host` -> `system` -> `dpu` ->
+//! `trace`, `machine` -> `engine`, `config`, `rng`. `error` is the commands' top-level error
+//! (exit codes); input errors live in `config`. The system executor runs the batch programs
+//! that indexes write; `host` prices single operations on it.
 
 pub mod cli;
 pub mod config;

@@ -146,7 +146,7 @@ fn a_wrong_policy_fails_the_answer_check() {
         workload: w.raw.clone(),
     };
     let wall = std::time::Instant::now();
-    match drive(&m, &w, &mut index, config, &mut Silent, wall) {
+    match drive(&m, &w, &mut index, config, &mut Silent, wall, None) {
         Err(Error::Verification(reason)) => {
             assert!(reason.starts_with("batch 0, query 3999"), "{reason}")
         }

@@ -395,6 +395,71 @@ fn latency(protocol: &Protocol, measured: &[&BatchTiming]) -> Latency {
     }
 }
 
+/// The measured batches' timing figures.
+struct Timing {
+    batch_time: MeanStd,
+    batch_interval: MeanStd,
+    throughput_queries_per_s: f64,
+    breakdown: Named,
+    latency: Latency,
+}
+
+/// Timing of the measured batches: those after the warm-up ones, over the window from the
+/// last warm-up batch's end to the last batch's end.
+fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
+    let warmup = workload.warmup_batches as usize;
+    let mut by_batch: Vec<&BatchTiming> = timeline.batches.iter().collect();
+    by_batch.sort_by_key(|b| b.batch);
+    let measured: Vec<&BatchTiming> = by_batch[warmup..].to_vec();
+    let times: Vec<f64> = measured
+        .iter()
+        .map(|b| (b.end - b.start).as_us_f64())
+        .collect();
+    let mut ends: Vec<Time> = timeline.batches.iter().map(|b| b.end).collect();
+    ends.sort();
+    let window_start = by_batch[..warmup].iter().map(|b| b.end).max();
+    let window_start = window_start.unwrap_or(Time::ZERO);
+    let window = ends.last().copied().unwrap_or(Time::ZERO) - window_start;
+    let intervals: Vec<f64> = ends
+        .windows(2)
+        .filter(|w| w[0] >= window_start)
+        .map(|w| (w[1] - w[0]).as_us_f64())
+        .collect();
+    let queries: u64 = measured.iter().map(|b| b.queries).sum();
+    Timing {
+        batch_time: mean_std(&times),
+        batch_interval: MeanStd {
+            mean: window.as_us_f64() / measured.len().max(1) as f64,
+            stddev: mean_std(&intervals).stddev,
+        },
+        throughput_queries_per_s: queries as f64 / window.as_s_f64().max(1e-12),
+        breakdown: breakdown(&measured),
+        latency: latency(&protocol_of(workload), &measured),
+    }
+}
+
+/// Whether open arrivals outpaced the machine, with the warning that says so.
+fn saturation(workload: &Workload, timeline: &Timeline) -> Option<String> {
+    let open = matches!(protocol_of(workload).arrival, Arrival::Open { .. });
+    (open && timeline.backlog_at_end >= workload.batch_size).then(|| {
+        format!(
+            "saturated: queries arrive at {} per second, faster than the machine serves them; {} queries were still waiting at the end",
+            workload.queries_per_s.unwrap_or(0.0),
+            timeline.backlog_at_end
+        )
+    })
+}
+
+fn spread_us(h: &Histogram<u64>) -> Spread {
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Spread {
+        min: us(h.min()),
+        p50: us(h.value_at_quantile(0.5)),
+        p99: us(h.value_at_quantile(0.99)),
+        max: us(h.max()),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn report(
     machine: &Machine,
@@ -406,42 +471,10 @@ fn report(
     g: Gathered,
     wall: std::time::Instant,
 ) -> RunReport {
-    let warmup = workload.warmup_batches;
-    let mut by_batch: Vec<&BatchTiming> = timeline.batches.iter().collect();
-    by_batch.sort_by_key(|b| b.batch);
-    let measured: Vec<&BatchTiming> = by_batch[warmup as usize..].to_vec();
-    let times: Vec<f64> = measured
-        .iter()
-        .map(|b| (b.end - b.start).as_us_f64())
-        .collect();
-    let mut ends: Vec<Time> = timeline.batches.iter().map(|b| b.end).collect();
-    ends.sort();
-    let window_start = by_batch[..warmup as usize]
-        .iter()
-        .map(|b| b.end)
-        .max()
-        .unwrap_or(Time::ZERO);
-    let window_end = ends.last().copied().unwrap_or(Time::ZERO);
-    let intervals: Vec<f64> = ends
-        .windows(2)
-        .filter(|w| w[0] >= window_start)
-        .map(|w| (w[1] - w[0]).as_us_f64())
-        .collect();
-    let queries: u64 = measured.iter().map(|b| b.queries).sum();
-    let window_s = (window_end - window_start).as_s_f64();
-    let protocol = protocol_of(workload);
-    let saturated = matches!(protocol.arrival, Arrival::Open { .. })
-        && timeline.backlog_at_end >= workload.batch_size;
+    let t = timing(workload, timeline);
+    let saturated = saturation(workload, timeline);
     let mut warnings = index.warnings();
-    if saturated {
-        warnings.push(format!(
-            "saturated: queries arrive at {} per second, faster than the machine serves them; {} queries were still waiting at the end",
-            workload.queries_per_s.unwrap_or(0.0),
-            timeline.backlog_at_end
-        ));
-    }
-    let ns = |v: u64| v as f64 / 1000.0;
-    let h = &g.kernel_ns;
+    warnings.extend(saturated.clone());
     RunReport {
         index: index.name().to_owned(),
         index_fields: index.report(),
@@ -456,22 +489,14 @@ fn report(
             arrival: workload.arrival,
             queries_per_s: workload.queries_per_s,
         },
-        batch_time_us: mean_std(&times),
-        batch_interval_us: MeanStd {
-            mean: (window_end - window_start).as_us_f64() / measured.len().max(1) as f64,
-            stddev: mean_std(&intervals).stddev,
-        },
-        breakdown_us: breakdown(&measured),
+        batch_time_us: t.batch_time,
+        batch_interval_us: t.batch_interval,
+        breakdown_us: t.breakdown,
         init_us: init,
-        throughput_queries_per_s: queries as f64 / window_s.max(1e-12),
-        latency_us: latency(&protocol, &measured),
-        saturated,
-        dpu_kernel_us: Spread {
-            min: ns(h.min()),
-            p50: ns(h.value_at_quantile(0.5)),
-            p99: ns(h.value_at_quantile(0.99)),
-            max: ns(h.max()),
-        },
+        throughput_queries_per_s: t.throughput_queries_per_s,
+        latency_us: t.latency,
+        saturated: saturated.is_some(),
+        dpu_kernel_us: spread_us(&g.kernel_ns),
         answers_verified: true,
         warnings,
         mram: index.mram(),
