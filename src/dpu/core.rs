@@ -34,7 +34,7 @@
 
 use super::error::{KernelError, SyncKind, TaskletWait};
 use super::mram::Mram;
-use crate::engine::EventQueue;
+use crate::engine::SlotQueue;
 use crate::machine::{DmaDirection, DpuParams};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -43,11 +43,6 @@ use std::collections::VecDeque;
 /// a kernel that loops forever is stopped with an error, not hung. Real launches need
 /// orders of magnitude fewer.
 pub const MAX_EVENTS_PER_LAUNCH: u64 = 1 << 32;
-
-/// A queued event: tasklet `.0`'s DMA completed, or it was granted a mutex or released
-/// from a barrier. (Compute completions are the pipeline's, see `pipeline_next`.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Wake(pub(crate) u32);
 
 /// A blocking request from a tasklet.
 #[derive(Debug, Clone, Copy)]
@@ -221,7 +216,8 @@ pub(crate) struct Core {
     pub(crate) dpu: u32,
     pub(crate) tasklets: u32,
     pub(crate) now: u64,
-    pub(crate) queue: EventQueue<Wake, u64>,
+    /// DMA completions and wake-ups, keyed by tasklet (at most one pending each).
+    pub(crate) queue: SlotQueue,
     /// When the earliest computing tasklet finishes (the pipeline's one pending event).
     pub(crate) pipeline_next: Option<u64>,
     // Pipeline (fluid round-robin).
@@ -305,7 +301,7 @@ impl Core {
             tasklets,
             now: 0,
             // At most one pending wake per tasklet.
-            queue: EventQueue::new(tasklets as usize),
+            queue: SlotQueue::new(tasklets as usize),
             pipeline_next: None,
             scale,
             virtual_work: 0,
@@ -413,7 +409,7 @@ impl Core {
 
     fn wake_now(&mut self, tasklet: u32, instructions: u64) -> Result<(), KernelError> {
         if self.grant(tasklet, instructions)? {
-            self.queue.schedule(Wake(tasklet), self.now)?;
+            self.queue.schedule(tasklet, self.now)?;
         }
         Ok(())
     }
@@ -553,7 +549,7 @@ impl Core {
         self.stats.dma_busy_cycles += occupancy;
         let done = start + d.latency_cycles(direction, size_bytes);
         self.state[tasklet as usize] = State::Dma;
-        self.queue.schedule(Wake(tasklet), done)?;
+        self.queue.schedule(tasklet, done)?;
         Ok(false)
     }
 

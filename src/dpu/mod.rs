@@ -53,7 +53,7 @@ pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
 pub use mram::{Mram, MramOverflow};
 pub use tasklet::{Tasklet, Wait};
 
-use self::core::{Core, Observer, Recorder, Wake};
+use self::core::{Core, Observer, Recorder};
 use crate::engine::{Cycles, Time};
 use crate::machine::{DpuParams, InstructionCosts};
 use std::cell::RefCell;
@@ -333,7 +333,7 @@ fn run<K: Kernel, O: Observer>(
                 });
             }
             if from_queue {
-                let (time, Wake(t)) = c.queue.pop().expect("peeked");
+                let (time, t) = c.queue.pop().expect("peeked");
                 assert!(time >= c.now, "time went backwards");
                 c.now = time;
                 c.resume(t);

@@ -16,8 +16,10 @@
 
 mod fluid;
 mod queue;
+mod slots;
 mod time;
 
 pub use fluid::FluidShare;
 pub use queue::{EventQueue, QueueFull};
+pub use slots::SlotQueue;
 pub use time::{Clock, Cycles, PS_PER_S, Time};
