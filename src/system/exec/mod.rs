@@ -1,0 +1,471 @@
+//! The executor: runs batch programs on the system-level components, on one clock.
+//!
+//! # Components
+//!
+//! - **Host thread pool** (`host.threads`): host tasks share it as a [`FluidShare`] (a task
+//!   asking for `k` threads gets `min(k, fair share)`), so two batches' host stages slow each
+//!   other only when together they ask for more threads than there are.
+//! - **Top-level host threads ("slots")**, one per batch in flight: each runs one batch's
+//!   program, one step after another; its own host work (including the MRAM ownership
+//!   switch before a read) is done on the pool.
+//! - **Host memory system** (`transfer.host_cap_gb_per_s`): concurrent rank transfers share
+//!   it as a [`FluidShare`], each also bounded by its rank's rate.
+//! - **Ranks**: each has a lane on which its transfers and launches run one after another
+//!   (a transfer: the SDK call's fixed cost, then its bytes; a launch: the launch's fixed
+//!   cost, then the kernel until the rank's slowest DPU ends), and an MRAM owner (host or
+//!   DPUs): the first host access after a launch pays `ownership_switch_us_per_rank`.
+//! - **DPUs**: simulated event by event before the program runs (they are independent from
+//!   launch to completion); a launch step carries each DPU's kernel time, and each rank's
+//!   completion is an event on this clock.
+//!
+//! # Ordering contract
+//!
+//! Events are ordered by (time, insertion sequence), as in every pimdes queue: equal times
+//! come out first-in first-out. Within one event, the work it unblocks is started in a
+//! fixed order (ranks in index order, slots in index order). The DPU level meets this one at
+//! launches: a DPU's kernel time is converted from cycles to picoseconds once
+//! ([`crate::engine::Clock::to_time`], rounded up), and the kernel starts on its rank's lane
+//! when the launch's fixed cost has elapsed. Nothing here depends on wall time or threads.
+//!
+//! # Protocol
+//!
+//! `launch = sync`: the host waits for every rank, then reads them all in one call.
+//! `launch = async`: the host polls every `transfer.poll_interval_us` from the launch on; a
+//! rank seen finished is read at once (its ownership switch, then its own transfer call),
+//! while the others run. The DPU phase of a batch (its first rank step to its last) holds
+//! the DPUs: phases run one at a time, in batch order.
+
+use super::program::{Direction, Program, Stage, Step, TransferKind};
+use crate::engine::{EventQueue, FluidShare, PS_PER_S, Time};
+use crate::machine::Machine;
+use std::collections::VecDeque;
+
+/// When the host starts reading after a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LaunchMode {
+    Sync,
+    Async,
+}
+
+/// When batches start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// A batch starts as soon as a top-level host thread is free, with `batch_size` queries.
+    Closed,
+    /// Query `j` arrives at `j x fs_per_query` femtoseconds; a free top-level thread starts
+    /// a batch with every waiting query (at most `batch_size`) as soon as one waits.
+    Open { fs_per_query: u64 },
+}
+
+/// How the host drives the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protocol {
+    pub launch: LaunchMode,
+    pub batches_in_flight: u32,
+    pub arrival: Arrival,
+    pub batch_size: u64,
+}
+
+impl Protocol {
+    /// One batch at a time, synchronous launches, closed arrivals.
+    pub fn sequential(batch_size: u64) -> Protocol {
+        Protocol {
+            launch: LaunchMode::Sync,
+            batches_in_flight: 1,
+            arrival: Arrival::Closed,
+            batch_size,
+        }
+    }
+}
+
+/// Where a span ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Track {
+    /// A top-level host thread (its host work on the pool, and its waits).
+    Slot(u32),
+    Rank(u32),
+}
+
+/// Something a component did for a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub batch: u64,
+    pub track: Track,
+    pub name: &'static str,
+    pub stage: usize,
+    pub start: Time,
+    pub end: Time,
+    /// Bytes moved (transfers), 0 otherwise.
+    pub bytes: u64,
+    /// Threads asked for (host tasks), 0 otherwise.
+    pub threads: u32,
+}
+
+/// A piece of a batch's critical path: its stage, or `None` for waiting for the DPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub stage: Option<usize>,
+    pub start: Time,
+    pub end: Time,
+}
+
+/// One batch as it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchTiming {
+    pub batch: u64,
+    pub slot: u32,
+    /// Queries the batch took, and the arrival index of its first one.
+    pub queries: u64,
+    pub first_query: u64,
+    pub start: Time,
+    pub end: Time,
+    pub stages: Vec<Stage>,
+    /// The critical path, in order; it tiles `start..end` exactly.
+    pub segments: Vec<Segment>,
+}
+
+/// What a run of the executor produced.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    pub batches: Vec<BatchTiming>,
+    pub spans: Vec<Span>,
+    /// Queries that had arrived but were not taken when the last batch ended.
+    pub backlog_at_end: u64,
+}
+
+/// Arrival time of query `j`.
+pub fn arrival_time(arrival: Arrival, j: u64) -> Time {
+    match arrival {
+        Arrival::Closed => Time::ZERO,
+        Arrival::Open { fs_per_query } => {
+            let fs = j as u128 * fs_per_query as u128;
+            Time(u64::try_from(fs / 1000).expect("arrival times fit u64 picoseconds"))
+        }
+    }
+}
+
+/// Queries arrived by `t` (inclusive) under open arrivals.
+fn arrived_by(fs_per_query: u64, t: Time) -> u64 {
+    let num = (t.ps() as u128 + 1) * 1000;
+    u64::try_from(num.div_ceil(fs_per_query as u128)).unwrap_or(u64::MAX)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Pool,
+    Memory,
+    Lane(u32),
+    Detect(u32),
+    Start(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LaneWork {
+    Fixed(Time),
+    Flow { bytes: u64, limit_bytes_per_s: u64 },
+    Kernel(Time),
+}
+
+/// An operation queued on a rank's lane.
+#[derive(Debug, Clone, Copy)]
+struct LaneOp {
+    slot: u32,
+    stage: usize,
+    name: &'static str,
+    work: LaneWork,
+    /// The last op of the rank's part of the step.
+    ends_job: bool,
+    job: Job,
+}
+
+#[derive(Debug, Default)]
+struct Lane {
+    queue: VecDeque<LaneOp>,
+    running: Option<(LaneOp, Time)>,
+    dpus_own_mram: bool,
+}
+
+/// What follows a host task of a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    StepDone,
+    /// The ownership switch before a transfer is done: start the transfer.
+    Transfer,
+    /// Async: rank `r`'s switch is done: read it.
+    ReadRank(u32),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct HostTask {
+    stage: usize,
+    name: &'static str,
+    work_ps: u64,
+    threads: u32,
+    then: Then,
+}
+
+/// The launch and read of an async batch, done together.
+#[derive(Debug)]
+struct Fused {
+    launch_stage: usize,
+    detected: Vec<Option<Time>>,
+    /// The rank whose read ended last so far.
+    last: Option<u32>,
+    /// Per rank: the read's bytes and rate limit, if it has anything to read.
+    reads: Vec<Option<(u64, u64)>>,
+}
+
+#[derive(Debug)]
+struct Active {
+    timing: BatchTiming,
+    program: Program,
+    pc: usize,
+    /// Jobs of the current step still running.
+    outstanding: u32,
+    step_start: Time,
+    holds_dpus: bool,
+    waiting_since: Option<Time>,
+    /// The transfer waiting for its ownership switch: (rank, bytes, rate limit) per call.
+    plan: Vec<(u32, u64, u64)>,
+    /// Serial transfers still to make, one DPU each.
+    serial: VecDeque<(u32, u64, u64)>,
+    fused: Option<Fused>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    active: Option<Active>,
+    control: VecDeque<HostTask>,
+    running: Option<(HostTask, Time)>,
+}
+
+/// The components' parameters, from the machine file.
+struct Params {
+    call_fixed: Time,
+    launch_fixed: Time,
+    switch_per_rank: Time,
+    poll_interval: Time,
+    rates: [(u64, u64); 2],
+    broadcast_rank: u64,
+    threads: u32,
+    first_dpu: Vec<usize>,
+    dpus_per_rank: Vec<usize>,
+    dpus: usize,
+}
+
+impl Params {
+    fn new(machine: &Machine) -> Params {
+        let t = &machine.transfer;
+        let mut first = 0;
+        let first_dpu = machine
+            .usable_dpus_per_rank
+            .iter()
+            .map(|&n| {
+                let f = first;
+                first += n as usize;
+                f
+            })
+            .collect();
+        Params {
+            call_fixed: t.call_fixed,
+            launch_fixed: t.launch_fixed,
+            switch_per_rank: t.ownership_switch_per_rank,
+            poll_interval: t.poll_interval,
+            rates: [
+                (
+                    t.cpu_dpu_bytes_per_s_per_dpu,
+                    t.cpu_dpu_bytes_per_s_per_rank,
+                ),
+                (
+                    t.dpu_cpu_bytes_per_s_per_dpu,
+                    t.dpu_cpu_bytes_per_s_per_rank,
+                ),
+            ],
+            broadcast_rank: t.broadcast_bytes_per_s_per_rank,
+            threads: machine.host.threads,
+            first_dpu,
+            dpus_per_rank: machine
+                .usable_dpus_per_rank
+                .iter()
+                .map(|&n| n as usize)
+                .collect(),
+            dpus: machine.dpus as usize,
+        }
+    }
+
+    fn rank_dpus(&self, r: usize) -> std::ops::Range<usize> {
+        self.first_dpu[r]..self.first_dpu[r] + self.dpus_per_rank[r]
+    }
+
+    fn rates(&self, d: Direction) -> (u64, u64) {
+        self.rates[matches!(d, Direction::DpuCpu) as usize]
+    }
+}
+
+/// Upper bound on the executor's events per batch step and rank, to stop a runaway model.
+const MAX_EVENTS_PER_BATCH: u64 = 1 << 24;
+
+/// The machine's system-level components running batches.
+pub struct Executor<'p, E> {
+    p: Params,
+    protocol: Protocol,
+    total_batches: u64,
+    queue: EventQueue<Key, Time>,
+    pool: FluidShare<u32>,
+    memory: FluidShare<u32>,
+    lanes: Vec<Lane>,
+    slots: Vec<Slot>,
+    /// The slot whose batch holds the DPUs, and the next batch allowed to take them.
+    dpu_holder: Option<u32>,
+    dpu_turn: u64,
+    next_batch: u64,
+    /// Queries taken by batches so far (open arrivals).
+    consumed: u64,
+    timeline: Timeline,
+    prepare: Box<dyn FnMut(u64, u64) -> Result<Program, E> + 'p>,
+    done: Vec<u32>,
+}
+
+/// Which part of a step a lane job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Job {
+    Transfer,
+    Launch,
+    /// Async: the read of one rank after its completion was seen.
+    Read,
+}
+
+impl<'p, E> Executor<'p, E> {
+    /// Runs `total_batches` batches under `protocol`. `prepare(b, n)` computes batch `b`
+    /// with its first `n` queries functionally and returns its program; it is called when
+    /// the batch starts, in batch order.
+    pub fn run(
+        machine: &Machine,
+        protocol: Protocol,
+        total_batches: u64,
+        prepare: impl FnMut(u64, u64) -> Result<Program, E> + 'p,
+    ) -> Result<Timeline, E> {
+        assert!(
+            protocol.batches_in_flight >= 1,
+            "at least one batch in flight"
+        );
+        let p = Params::new(machine);
+        let ranks = p.dpus_per_rank.len();
+        let slots = protocol.batches_in_flight as usize;
+        let mut ex = Executor {
+            queue: EventQueue::new(2 + 2 * ranks + slots),
+            pool: FluidShare::new(p.threads as u64 * 1000, slots),
+            memory: FluidShare::new(machine.transfer.host_cap_bytes_per_s, ranks),
+            lanes: (0..ranks).map(|_| Lane::default()).collect(),
+            slots: (0..slots).map(|_| Slot::default()).collect(),
+            p,
+            protocol,
+            total_batches,
+            dpu_holder: None,
+            dpu_turn: 0,
+            next_batch: 0,
+            consumed: 0,
+            timeline: Timeline::default(),
+            prepare: Box::new(prepare),
+            done: Vec::new(),
+        };
+        for s in 0..slots as u32 {
+            ex.slot_free(s, Time::ZERO)?;
+        }
+        let limit = MAX_EVENTS_PER_BATCH.saturating_mul(total_batches + 1);
+        let mut events = 0u64;
+        while let Some((now, key)) = ex.queue.pop() {
+            events += 1;
+            assert!(
+                events <= limit,
+                "the system model ran away: {events} events"
+            );
+            ex.handle(now, key)?;
+        }
+        assert!(
+            ex.slots.iter().all(|s| s.active.is_none()),
+            "every batch ran to its end"
+        );
+        assert_eq!(ex.next_batch, total_batches, "every batch started");
+        let end = ex.timeline.batches.last().map_or(Time::ZERO, |b| b.end);
+        ex.timeline.backlog_at_end = match protocol.arrival {
+            Arrival::Closed => 0,
+            Arrival::Open { fs_per_query } => {
+                arrived_by(fs_per_query, end).saturating_sub(ex.consumed)
+            }
+        };
+        Ok(ex.timeline)
+    }
+
+    fn handle(&mut self, now: Time, key: Key) -> Result<(), E> {
+        match key {
+            Key::Pool => {
+                let mut done = std::mem::take(&mut self.done);
+                self.pool.take_completed(now, &mut done);
+                for &s in &done {
+                    self.host_task_done(s, now)?;
+                }
+                self.done = done;
+                self.reschedule(Key::Pool);
+            }
+            Key::Memory => {
+                let mut done = std::mem::take(&mut self.done);
+                self.memory.take_completed(now, &mut done);
+                for &r in &done {
+                    self.lane_op_done(r, now)?;
+                }
+                self.done = done;
+                self.reschedule(Key::Memory);
+            }
+            Key::Lane(r) => self.lane_op_done(r, now)?,
+            Key::Detect(r) => self.detected(r, now)?,
+            Key::Start(s) => self.slot_free(s, now)?,
+        }
+        Ok(())
+    }
+
+    fn reschedule(&mut self, key: Key) {
+        let next = match key {
+            Key::Pool => self.pool.next_completion(),
+            Key::Memory => self.memory.next_completion(),
+            _ => unreachable!("only shared resources are rescheduled"),
+        };
+        match next {
+            Some(at) => self.schedule(key, at),
+            None => {
+                self.queue.cancel(&key);
+            }
+        }
+    }
+
+    fn schedule(&mut self, key: Key, at: Time) {
+        self.queue
+            .schedule(key, at)
+            .expect("the system queue holds one event per component");
+    }
+
+    fn active(&mut self, s: u32) -> &mut Active {
+        self.slots[s as usize]
+            .active
+            .as_mut()
+            .expect("the slot runs a batch")
+    }
+
+    fn span(&mut self, s: u32, track: Track, what: (&'static str, usize), at: (Time, Time)) {
+        let batch = self.active(s).timing.batch;
+        self.timeline.spans.push(Span {
+            batch,
+            track,
+            name: what.0,
+            stage: what.1,
+            start: at.0,
+            end: at.1,
+            bytes: 0,
+            threads: 0,
+        });
+    }
+}
+
+mod batches;
+mod ranks;

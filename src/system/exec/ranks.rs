@@ -1,0 +1,378 @@
+//! The executor's ranks: transfers (SDK calls and bytes through the memory system),
+//! launches, async reads, and each rank's lane.
+
+use super::*;
+
+impl<E> Executor<'_, E> {
+    // ---- transfers ----
+
+    /// Per rank of a parallel or broadcast transfer: bytes moved (padded) and rate limit.
+    pub(super) fn rank_plan(
+        &self,
+        direction: Direction,
+        kind: TransferKind,
+        sizes: &[u64],
+    ) -> Vec<(u32, u64, u64)> {
+        let (dpu_rate, rank_rate) = self.p.rates(direction);
+        let mut plan = Vec::new();
+        for r in 0..self.p.dpus_per_rank.len() {
+            let sizes = &sizes[self.p.rank_dpus(r)];
+            match kind {
+                TransferKind::Serial => {
+                    plan.extend(
+                        sizes
+                            .iter()
+                            .filter(|&&b| b > 0)
+                            .map(|&b| (r as u32, b, dpu_rate)),
+                    );
+                }
+                TransferKind::Parallel | TransferKind::Broadcast => {
+                    let n = sizes.iter().filter(|&&b| b > 0).count() as u64;
+                    let max = sizes.iter().copied().max().unwrap_or(0);
+                    if n == 0 {
+                        continue;
+                    }
+                    let rank_rate = match kind {
+                        TransferKind::Broadcast => self.p.broadcast_rank,
+                        _ => rank_rate,
+                    };
+                    let limit = rank_rate.min(dpu_rate.saturating_mul(n));
+                    plan.push((r as u32, n * max, limit));
+                }
+            }
+        }
+        plan
+    }
+
+    pub(super) fn begin_transfer(&mut self, s: u32, now: Time) -> Result<(), E> {
+        let (stage, plan) = {
+            let a = self.slots[s as usize]
+                .active
+                .as_ref()
+                .expect("the slot runs a batch");
+            let Step::Transfer {
+                stage,
+                direction,
+                kind,
+                sizes_bytes,
+            } = &a.program.steps[a.pc]
+            else {
+                unreachable!("begin_transfer on a transfer step")
+            };
+            assert!(
+                *kind != TransferKind::Broadcast || *direction == Direction::CpuDpu,
+                "a broadcast goes from the host to the DPUs"
+            );
+            (*stage, self.rank_plan(*direction, *kind, sizes_bytes))
+        };
+        if plan.is_empty() {
+            return self.step_done(s, now);
+        }
+        let mut owned: Vec<u32> = plan.iter().map(|&(r, _, _)| r).collect();
+        owned.dedup();
+        owned.retain(|&r| self.lanes[r as usize].dpus_own_mram);
+        self.active(s).plan = plan;
+        if owned.is_empty() {
+            return self.start_transfer_lanes(s, now);
+        }
+        for &r in &owned {
+            self.lanes[r as usize].dpus_own_mram = false;
+        }
+        let task = self.switch_task(stage, owned.len() as u64, Then::Transfer);
+        self.slots[s as usize].control.push_back(task);
+        self.run_control(s, now);
+        Ok(())
+    }
+}
+
+impl<E> Executor<'_, E> {
+    /// The current transfer step's (name, stage, kind) for its lane ops.
+    pub(super) fn transfer_of(&mut self, s: u32) -> (&'static str, usize, TransferKind) {
+        let a = self.active(s);
+        match &a.program.steps[a.pc] {
+            Step::Transfer {
+                stage,
+                direction,
+                kind,
+                ..
+            } => {
+                let name = match (kind, direction) {
+                    (TransferKind::Broadcast, _) => "broadcast",
+                    (TransferKind::Parallel, Direction::CpuDpu) => "push",
+                    (TransferKind::Parallel, Direction::DpuCpu) => "pull",
+                    (TransferKind::Serial, Direction::CpuDpu) => "copy to",
+                    (TransferKind::Serial, Direction::DpuCpu) => "copy from",
+                };
+                (name, *stage, *kind)
+            }
+            _ => unreachable!("a transfer step"),
+        }
+    }
+
+    pub(super) fn start_transfer_lanes(&mut self, s: u32, now: Time) -> Result<(), E> {
+        let (name, stage, kind) = self.transfer_of(s);
+        let plan = std::mem::take(&mut self.active(s).plan);
+        if kind == TransferKind::Serial {
+            self.active(s).serial = plan.into();
+            self.active(s).outstanding = 1;
+            self.next_serial(s, now);
+            return Ok(());
+        }
+        self.active(s).outstanding = plan.len() as u32;
+        for (r, bytes, limit) in plan {
+            self.push_transfer_ops(s, r, (name, stage), (bytes, limit), Job::Transfer, now);
+        }
+        Ok(())
+    }
+
+    /// Starts the next call of a serial transfer; false when none is left.
+    pub(super) fn next_serial(&mut self, s: u32, now: Time) -> bool {
+        let (name, stage, _) = self.transfer_of(s);
+        let Some((r, bytes, limit)) = self.active(s).serial.pop_front() else {
+            return false;
+        };
+        self.push_transfer_ops(s, r, (name, stage), (bytes, limit), Job::Transfer, now);
+        true
+    }
+
+    /// One SDK call on rank `r`: its fixed cost, then its bytes through the memory system.
+    pub(super) fn push_transfer_ops(
+        &mut self,
+        s: u32,
+        r: u32,
+        what: (&'static str, usize),
+        flow: (u64, u64),
+        job: Job,
+        now: Time,
+    ) {
+        let lane = &mut self.lanes[r as usize];
+        lane.queue.push_back(LaneOp {
+            slot: s,
+            stage: what.1,
+            name: "call",
+            work: LaneWork::Fixed(self.p.call_fixed),
+            ends_job: false,
+            job,
+        });
+        lane.queue.push_back(LaneOp {
+            slot: s,
+            stage: what.1,
+            name: what.0,
+            work: LaneWork::Flow {
+                bytes: flow.0,
+                limit_bytes_per_s: flow.1,
+            },
+            ends_job: true,
+            job,
+        });
+        self.kick_lane(r, now);
+    }
+
+    // ---- launches ----
+
+    pub(super) fn begin_launch(
+        &mut self,
+        s: u32,
+        now: Time,
+        stage: usize,
+        dpu_time: &[Time],
+    ) -> Result<(), E> {
+        let fused_reads = self.fused_reads(s);
+        let ranks = self.p.dpus_per_rank.len();
+        if let Some(reads) = fused_reads {
+            self.active(s).fused = Some(Fused {
+                launch_stage: stage,
+                detected: vec![None; ranks],
+                last: None,
+                reads,
+            });
+        }
+        let mut launched = 0;
+        for r in 0..ranks {
+            let range = self.p.rank_dpus(r);
+            if range.is_empty() {
+                continue;
+            }
+            let kernel = dpu_time[range].iter().copied().max().unwrap_or(Time::ZERO);
+            let lane = &mut self.lanes[r];
+            for (name, work, ends_job) in [
+                ("launch", LaneWork::Fixed(self.p.launch_fixed), false),
+                ("kernel", LaneWork::Kernel(kernel), true),
+            ] {
+                lane.queue.push_back(LaneOp {
+                    slot: s,
+                    stage,
+                    name,
+                    work,
+                    ends_job,
+                    job: Job::Launch,
+                });
+            }
+            launched += 1;
+            self.kick_lane(r as u32, now);
+        }
+        self.active(s).outstanding = launched;
+        if launched == 0 {
+            return self.step_done(s, now);
+        }
+        Ok(())
+    }
+
+    /// In async mode, a launch followed by a parallel read is done as one: each rank is
+    /// read as soon as the host sees it finished. The reads' plan per rank, if so.
+    pub(super) fn fused_reads(&mut self, s: u32) -> Option<Vec<Option<(u64, u64)>>> {
+        if self.protocol.launch != LaunchMode::Async {
+            return None;
+        }
+        let a = self.slots[s as usize]
+            .active
+            .as_ref()
+            .expect("the slot runs a batch");
+        let Some(Step::Transfer {
+            direction: Direction::DpuCpu,
+            kind: TransferKind::Parallel,
+            sizes_bytes,
+            ..
+        }) = a.program.steps.get(a.pc + 1)
+        else {
+            return None;
+        };
+        let mut reads = vec![None; self.p.dpus_per_rank.len()];
+        for (r, bytes, limit) in
+            self.rank_plan(Direction::DpuCpu, TransferKind::Parallel, sizes_bytes)
+        {
+            reads[r as usize] = Some((bytes, limit));
+        }
+        Some(reads)
+    }
+
+    /// When the host, polling from the launch on, sees a rank that finished at `done`.
+    pub(super) fn seen_at(&self, launched: Time, done: Time) -> Time {
+        let interval = self.p.poll_interval.ps();
+        if interval == 0 {
+            return done;
+        }
+        let polls = (done - launched).ps().div_ceil(interval);
+        launched + Time(polls * interval)
+    }
+
+    // ---- lanes ----
+
+    pub(super) fn kick_lane(&mut self, r: u32, now: Time) {
+        let lane = &mut self.lanes[r as usize];
+        if lane.running.is_some() {
+            return;
+        }
+        let Some(op) = lane.queue.pop_front() else {
+            return;
+        };
+        lane.running = Some((op, now));
+        match op.work {
+            LaneWork::Fixed(d) => self.schedule(Key::Lane(r), now + d),
+            LaneWork::Kernel(d) => {
+                lane.dpus_own_mram = true;
+                self.schedule(Key::Lane(r), now + d);
+            }
+            LaneWork::Flow {
+                bytes,
+                limit_bytes_per_s,
+            } => {
+                let units = bytes as u128 * PS_PER_S as u128;
+                self.memory.add(now, r, units, limit_bytes_per_s);
+                self.reschedule(Key::Memory);
+            }
+        }
+    }
+
+    pub(super) fn lane_op_done(&mut self, r: u32, now: Time) -> Result<(), E> {
+        let (op, start) = self.lanes[r as usize]
+            .running
+            .take()
+            .expect("an op was running on the lane");
+        self.span(op.slot, Track::Rank(r), (op.name, op.stage), (start, now));
+        if let (LaneWork::Flow { bytes, .. }, Some(span)) =
+            (op.work, self.timeline.spans.last_mut())
+        {
+            span.bytes = bytes;
+        }
+        if op.ends_job {
+            self.job_done(op.slot, r, op.job, now)?;
+        }
+        self.kick_lane(r, now);
+        Ok(())
+    }
+
+    pub(super) fn job_done(&mut self, s: u32, r: u32, job: Job, now: Time) -> Result<(), E> {
+        match job {
+            Job::Transfer => {
+                if self.next_serial(s, now) {
+                    return Ok(());
+                }
+            }
+            Job::Launch if self.protocol.launch == LaunchMode::Async => {
+                let launched = self.active(s).step_start;
+                let at = self.seen_at(launched, now);
+                self.schedule(Key::Detect(r), at);
+                return Ok(());
+            }
+            Job::Launch => {}
+            Job::Read => {
+                let f = self
+                    .active(s)
+                    .fused
+                    .as_mut()
+                    .expect("reads belong to a fused launch");
+                f.last = Some(r);
+            }
+        }
+        self.one_job_less(s, now)
+    }
+
+    pub(super) fn one_job_less(&mut self, s: u32, now: Time) -> Result<(), E> {
+        let a = self.active(s);
+        a.outstanding -= 1;
+        if a.outstanding == 0 {
+            return self.step_done(s, now);
+        }
+        Ok(())
+    }
+
+    /// Async: the host has seen rank `r` finished.
+    pub(super) fn detected(&mut self, r: u32, now: Time) -> Result<(), E> {
+        let s = self
+            .dpu_holder
+            .expect("a batch holds the DPUs while they run");
+        let a = self.active(s);
+        let read = match a.fused.as_mut() {
+            None => None,
+            Some(f) => {
+                f.detected[r as usize] = Some(now);
+                let read = f.reads[r as usize];
+                if read.is_none() {
+                    f.last = Some(r);
+                }
+                read
+            }
+        };
+        if read.is_none() {
+            return self.one_job_less(s, now);
+        }
+        let stage = {
+            let a = self.active(s);
+            a.program.steps[a.pc + 1].stage()
+        };
+        self.lanes[r as usize].dpus_own_mram = false;
+        let task = self.switch_task(stage, 1, Then::ReadRank(r));
+        self.slots[s as usize].control.push_back(task);
+        self.run_control(s, now);
+        Ok(())
+    }
+
+    pub(super) fn read_rank(&mut self, s: u32, r: u32, now: Time) {
+        let a = self.active(s);
+        let stage = a.program.steps[a.pc + 1].stage();
+        let read = a.fused.as_ref().and_then(|f| f.reads[r as usize]);
+        let (bytes, limit) = read.expect("only ranks with results are read");
+        self.push_transfer_ops(s, r, ("pull", stage), (bytes, limit), Job::Read, now);
+    }
+}
