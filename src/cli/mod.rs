@@ -2,6 +2,7 @@
 //! prints its report. Errors are printed as `error: <origin>: key `<key>`: <reason>` and
 //! turned into exit codes (2 for bad input, 3 for a simulator bug; see [`crate::error`]).
 
+mod compare;
 mod defaults;
 mod microbench;
 mod run;
@@ -38,6 +39,10 @@ enum Command {
     Run(run::RunArgs),
     /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.
     Microbench(microbench::MicrobenchArgs),
+    /// Compare two results (or two sweep directories) metric by metric: exit 0 when every
+    /// metric is within tolerance, 1 when one is not, 2 on bad input or different
+    /// configurations.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +80,10 @@ pub fn main() -> i32 {
         Some(Command::Partition(args)) => partition_command(args),
         Some(Command::Microbench(args)) => microbench::run(args),
         Some(Command::Run(args)) => run::run(args),
+        Some(Command::Compare(args)) => match compare::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => 0,
