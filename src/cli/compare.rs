@@ -4,6 +4,7 @@ use super::write_stdout;
 use crate::config::InputError;
 use crate::error::Error;
 use crate::experiments::compare::{Comparison, Moved, Tolerance, compare_files};
+use crate::experiments::sweep::compare_sweeps;
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -50,7 +51,11 @@ fn tolerance(args: &CompareArgs) -> Result<Tolerance, InputError> {
 /// [`EXIT_REGRESSION`] when something is not.
 pub fn run(args: CompareArgs) -> Result<i32, Error> {
     let tol = tolerance(&args)?;
-    let comparison = compare_files(&args.base, &args.new, tol, &args.metrics)?;
+    let comparison = if args.base.is_dir() || args.new.is_dir() {
+        compare_sweeps(&args.base, &args.new, tol, &args.metrics)?
+    } else {
+        compare_files(&args.base, &args.new, tol, &args.metrics)?
+    };
     write_stdout(&report(&comparison, &args.base, &args.new))?;
     Ok(if comparison.regressions() > 0 {
         EXIT_REGRESSION

@@ -4,4 +4,5 @@
 pub mod compare;
 pub mod partition;
 pub mod run;
+pub mod sweep;
 pub mod timeline;
