@@ -204,7 +204,11 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 #[test]
 fn bad_manifests_name_the_file_and_key() {
     let d = dir("sweep_bad");
-    let cases: [(&str, &[&str]); 7] = [
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
+            &["key `partition.partitioner`", "overridden"],
+        ),
         ("command = \"run\"\ngrdi = 1", &["unknown field `grdi`"]),
         (
             "command = \"walk\"",

@@ -322,6 +322,13 @@ fn check_keys(
                 "is given more than once among `set`, `grid` and `zip`",
             ));
         }
+        if raw.partitioner.is_some() && key == "partition.partitioner" {
+            return Err(InputError::key(
+                origin,
+                key,
+                "would be overridden by the manifest's `partitioner` (its --partitioner); give one of them",
+            ));
+        }
         if raw.repetitions > 1 && (key == "seed" || key == "repetition") {
             return Err(InputError::key(
                 origin,
