@@ -197,6 +197,15 @@ fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> O
     })
 }
 
+/// The command a result came from: only `pimdes run` reports batch times.
+fn kind(result: &Value) -> &'static str {
+    if result.get("batch_time_us").is_some() {
+        "pimdes run"
+    } else {
+        "pimdes partition"
+    }
+}
+
 /// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
 /// the comparison to those metrics and what lies below them; each must exist in BASE.
 pub fn compare_results(
@@ -210,6 +219,16 @@ pub fn compare_results(
             format!("{} and {}", base.0, new.0),
             format!(
                 "the results have different configurations (first difference: `{key}`); compare results of the same configuration"
+            ),
+        ));
+    }
+    if kind(base.1) != kind(new.1) {
+        return Err(InputError::plain(
+            format!("{} and {}", base.0, new.0),
+            format!(
+                "the results are of different commands ({} and {}); compare results of the same command",
+                kind(base.1),
+                kind(new.1)
             ),
         ));
     }
@@ -300,6 +319,18 @@ mod tests {
         assert_eq!(sel("per_batch").unwrap().compared, 2);
         assert_eq!(sel("batch_time_us.mean").unwrap().regressions(), 1);
         assert!(sel("batch_time").is_err());
+    }
+
+    #[test]
+    fn commands_must_match() {
+        let mut partition = result(1.0);
+        partition.as_object_mut().unwrap().remove("batch_time_us");
+        let t = Tolerance {
+            rtol: 1.0,
+            atol: 1.0,
+        };
+        let e = compare_results(("a", &result(1.0)), ("b", &partition), t, &[]).unwrap_err();
+        assert!(e.reason.contains("different commands"), "{e}");
     }
 
     #[test]
