@@ -14,6 +14,8 @@ pub enum Purpose {
     DataChunk,
     /// Queries of batch `index` (batch 0 is the reference batch).
     Batch,
+    /// The seed of repetition `index` of a sweep point.
+    Repetition,
 }
 
 impl Purpose {
@@ -22,6 +24,7 @@ impl Purpose {
             Purpose::DataBoundaries => 1,
             Purpose::DataChunk => 2,
             Purpose::Batch => 3,
+            Purpose::Repetition => 4,
         }
     }
 }

@@ -2,9 +2,11 @@
 //! prints its report. Errors are printed as `error: <origin>: key `<key>`: <reason>` and
 //! turned into exit codes (2 for bad input, 3 for a simulator bug; see [`crate::error`]).
 
+mod compare;
 mod defaults;
 mod microbench;
 mod run;
+mod sweep;
 mod table;
 
 use crate::config::Override;
@@ -38,6 +40,13 @@ enum Command {
     Run(run::RunArgs),
     /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.
     Microbench(microbench::MicrobenchArgs),
+    /// Compare two results (or two sweep directories) metric by metric: exit 0 when every
+    /// metric is within tolerance, 1 when one is not, 2 on bad input or different
+    /// configurations.
+    Compare(compare::CompareArgs),
+    /// Run every point of a manifest (a grid of `--set` values) into one result file each,
+    /// resumably; list the points as command lines; or collect them into CSV and JSON Lines.
+    Sweep(sweep::SweepArgs),
 }
 
 #[derive(Debug, Args)]
@@ -65,6 +74,9 @@ struct PartitionArgs {
     /// Defaults to the workload's `partition.partitioner`.
     #[arg(long, value_name = "NAME")]
     partitioner: Option<String>,
+    /// Also write the JSON report to FILE (atomically: all of it or nothing).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 /// Runs the command line; returns the process exit code.
@@ -75,6 +87,11 @@ pub fn main() -> i32 {
         Some(Command::Partition(args)) => partition_command(args),
         Some(Command::Microbench(args)) => microbench::run(args),
         Some(Command::Run(args)) => run::run(args),
+        Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::Compare(args)) => match compare::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => 0,
@@ -148,10 +165,13 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
+    let mut json = serde_json::to_string_pretty(&report).expect("reports serialise");
+    json.push('\n');
+    if let Some(out) = &args.out {
+        crate::experiments::sweep::write_atomically(out, &json)?;
+    }
     let text = if args.common.json {
-        let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");
-        s.push('\n');
-        s
+        json
     } else {
         table::partition_report(&report)
     };

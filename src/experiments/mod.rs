@@ -1,6 +1,8 @@
 //! Experiments: what the CLI's commands run, built from the workload, the partitioners and
 //! the machine, each returning a typed report.
 
+pub mod compare;
 pub mod partition;
 pub mod run;
+pub mod sweep;
 pub mod timeline;

@@ -1,0 +1,172 @@
+//! `pimdes sweep`: run, list or collect the points of a manifest.
+
+use super::{shell_quote, write_stdout};
+use crate::config::InputError;
+use crate::error::Error;
+use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect};
+use crate::experiments::sweep::{
+    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, index, load_manifest, remove_stale_temps,
+    run_points, write_atomically,
+};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The sweep's manifest (TOML; see docs/sweeps.md).
+    #[arg(value_name = "MANIFEST", required_unless_present = "collect")]
+    manifest: Option<PathBuf>,
+    /// The sweep directory: one result file per point, `sweep.json`, `results.csv`,
+    /// `results.jsonl`.
+    #[arg(long, value_name = "DIR", required_unless_present = "collect")]
+    out: Option<PathBuf>,
+    /// Print one self-contained `pimdes run`/`pimdes partition` command line per point (for GNU
+    /// parallel or a Slurm array) instead of running; writes DIR/sweep.json for `--collect`.
+    #[arg(long, conflicts_with_all = ["point", "jobs"])]
+    list: bool,
+    /// Run point I alone (numbered from 0, as `--list` prints them); no collection.
+    #[arg(long, value_name = "I")]
+    point: Option<usize>,
+    /// Points run at once (threads); the results do not depend on it.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    jobs: usize,
+    /// Only write DIR/results.csv and DIR/results.jsonl from the points' result files.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["manifest", "out", "list", "point"])]
+    collect: Option<PathBuf>,
+}
+
+/// The command line that runs point `p` alone and writes its result file.
+fn point_command(m: &Manifest, p: &Point, dir: &Path) -> String {
+    let path = |p: &Path| shell_quote(&p.display().to_string());
+    let mut words = vec![
+        "pimdes".to_owned(),
+        m.command.name().to_owned(),
+        "--machine".to_owned(),
+        path(&m.machine),
+        "--workload".to_owned(),
+        path(&m.workload),
+    ];
+    if let Some(name) = &m.partitioner {
+        words.extend(["--partitioner".to_owned(), shell_quote(name)]);
+    }
+    for s in &p.sets {
+        words.extend(["--set".to_owned(), shell_quote(s)]);
+    }
+    if m.command == SweepCommand::Run {
+        words.push("--quiet".to_owned());
+    }
+    words.extend(["--out".to_owned(), path(&dir.join(&p.file))]);
+    words.join(" ")
+}
+
+/// Creates the sweep directory, made absolute so `--list` lines run from anywhere.
+fn sweep_dir(out: &Path) -> Result<PathBuf, Error> {
+    let fail = |e: std::io::Error| Error::Output {
+        path: out.display().to_string(),
+        reason: e.to_string(),
+    };
+    std::fs::create_dir_all(out).map_err(fail)?;
+    std::fs::canonicalize(out).map_err(fail)
+}
+
+pub fn run(args: SweepArgs) -> Result<(), Error> {
+    if let Some(dir) = &args.collect {
+        let c = collect(dir)?;
+        return write_stdout(&format!(
+            "collected {} points into {} and {}\n",
+            c.points,
+            dir.join(CSV_FILE).display(),
+            dir.join(JSONL_FILE).display()
+        ));
+    }
+    let (Some(manifest), Some(out)) = (&args.manifest, &args.out) else {
+        return Err(InputError::plain(
+            "pimdes sweep",
+            "give MANIFEST and --out DIR, or --collect DIR",
+        )
+        .into());
+    };
+    if args.jobs == 0 {
+        return Err(InputError::plain("--jobs", "must be at least 1").into());
+    }
+    let m = load_manifest(manifest)?;
+    let indices: Vec<usize> = match args.point {
+        Some(i) if i >= m.points.len() => {
+            let reason = format!(
+                "the sweep has points 0 to {}",
+                m.points.len().saturating_sub(1)
+            );
+            return Err(InputError::plain("--point", reason).into());
+        }
+        Some(i) => vec![i],
+        None => (0..m.points.len()).collect(),
+    };
+    let index = index(&m)?;
+    let dir = sweep_dir(out)?;
+    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Output {
+        path: INDEX_FILE.into(),
+        reason: e.to_string(),
+    })?;
+    write_atomically(&dir.join(INDEX_FILE), &(text + "\n"))?;
+    if args.list {
+        let lines: String = m
+            .points
+            .iter()
+            .map(|p| point_command(&m, p, &dir) + "\n")
+            .collect();
+        return write_stdout(&lines);
+    }
+    execute(&m, &indices, &dir, args.jobs, args.point.is_none())
+}
+
+/// Runs the points, reporting each on stderr; a whole sweep also clears a killed run's
+/// temporary files first and collects at the end.
+fn execute(
+    m: &Manifest,
+    indices: &[usize],
+    dir: &Path,
+    jobs: usize,
+    whole: bool,
+) -> Result<(), Error> {
+    if whole {
+        remove_stale_temps(dir, m)?;
+    }
+    let total = m.points.len();
+    let done = |p: &Point, o: &Outcome| match o {
+        Outcome::UpToDate => eprintln!(
+            "pimdes sweep: point {} of {total}, {}: up to date",
+            p.index, p.file
+        ),
+        Outcome::Ran { warnings } => {
+            eprintln!(
+                "pimdes sweep: point {} of {total}, {}: done",
+                p.index, p.file
+            );
+            for w in warnings {
+                eprintln!("warning: point {}: {w}", p.index);
+            }
+        }
+    };
+    let reproduce = |p: &Point| point_command(m, p, dir);
+    let outcomes = run_points(m, indices, dir, jobs, &reproduce, &done)?;
+    let ran = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Ran { .. }))
+        .count();
+    let mut summary = format!(
+        "{} point(s) in {}: {ran} run, {} up to date\n",
+        outcomes.len(),
+        dir.display(),
+        outcomes.len() - ran
+    );
+    if whole {
+        let c = collect(dir)?;
+        summary.push_str(&format!(
+            "collected {} points into {} and {}\n",
+            c.points,
+            dir.join(CSV_FILE).display(),
+            dir.join(JSONL_FILE).display()
+        ));
+    }
+    write_stdout(&summary)
+}

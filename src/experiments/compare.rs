@@ -1,0 +1,347 @@
+//! `pimdes compare`: two results of the same configuration, metric by metric, with a
+//! tolerance. Results are deterministic, so the default tolerance is zero: any change is a
+//! change of the simulator or of its inputs, and CI should hear about it.
+//!
+//! A result is the JSON object of `pimdes run --json` or `pimdes partition --json`; a sweep
+//! directory (see [`super::sweep`]) is compared point by point.
+
+use crate::config::InputError;
+use serde_json::Value;
+use std::path::Path;
+
+/// Keys of a result that are never compared: `host` describes the simulating machine (wall
+/// time, memory), `config` is checked for equality before anything is compared.
+const IGNORED_KEYS: [&str; 2] = ["host", "config"];
+
+/// How far a metric may move: |new - old| <= atol + rtol * |old|.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+impl Tolerance {
+    /// The largest change allowed from `old`.
+    pub fn allowed(&self, old: f64) -> f64 {
+        self.atol + self.rtol * old.abs()
+    }
+}
+
+/// A comparable leaf of a result: numbers by tolerance, the rest by equality. Strings
+/// (names, the version, warnings) are not compared: they are not measurements.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Leaf {
+    Number(f64),
+    Bool(bool),
+    /// A number that could not be computed (NaN is written as null).
+    Null,
+}
+
+impl std::fmt::Display for Leaf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Leaf::Number(x) => write!(f, "{x}"),
+            Leaf::Bool(b) => write!(f, "{b}"),
+            Leaf::Null => f.write_str("null"),
+        }
+    }
+}
+
+/// One metric that moved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Moved {
+    /// The sweep point's file, when comparing sweeps.
+    pub point: Option<String>,
+    /// Dotted path, with `[i]` for array elements: `imbalance.queries_per_batch[0]`.
+    pub path: String,
+    pub old: Leaf,
+    /// `None` when NEW lacks the metric.
+    pub new: Option<Leaf>,
+    /// The largest change allowed, for numbers.
+    pub allowed: Option<f64>,
+    pub within: bool,
+}
+
+impl Moved {
+    /// The relative change in percent, when both sides are numbers and old is not zero.
+    pub fn change_percent(&self) -> Option<f64> {
+        match (&self.old, &self.new) {
+            (Leaf::Number(o), Some(Leaf::Number(n))) if *o != 0.0 => {
+                Some(100.0 * (n - o) / o.abs())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What a comparison found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Comparison {
+    /// Metrics compared (over all points).
+    pub compared: usize,
+    /// Points compared (1 for two result files).
+    pub points: usize,
+    /// Metrics that changed at all, in the order of the results.
+    pub moved: Vec<Moved>,
+}
+
+impl Comparison {
+    /// Metrics outside their tolerance.
+    pub fn regressions(&self) -> usize {
+        self.moved.iter().filter(|m| !m.within).count()
+    }
+}
+
+/// Reads a result file: a JSON object with a `config` and a `version`, as every pimdes
+/// result has.
+pub fn load_result(path: &Path) -> Result<Value, InputError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| InputError::plain(&origin, format!("not JSON: {e}")))?;
+    let is_result = value.get("config").is_some_and(Value::is_object)
+        && value.get("version").is_some_and(Value::is_string);
+    if !is_result {
+        return Err(InputError::plain(
+            &origin,
+            "not a pimdes result: expected the JSON object of `pimdes run --json` or `pimdes partition --json` (with `config` and `version`)",
+        ));
+    }
+    Ok(value)
+}
+
+/// The first dotted key at which two JSON values differ, if any.
+pub fn first_difference(a: &Value, b: &Value, prefix: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let path = join(prefix, k);
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => first_difference(u, v, &path),
+                    _ => Some(path),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{prefix}[{i}]"))),
+        _ => (a != b).then(|| prefix.to_owned()),
+    }
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// Every comparable leaf under `value`, with its path, in the value's (sorted) key order.
+fn leaves(value: &Value, prefix: &str, out: &mut Vec<(String, Leaf)>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if prefix.is_empty() && IGNORED_KEYS.contains(&k.as_str()) {
+                    continue;
+                }
+                leaves(v, &join(prefix, k), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                leaves(v, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        Value::Number(n) => out.push((
+            prefix.to_owned(),
+            n.as_f64().map_or(Leaf::Null, Leaf::Number),
+        )),
+        Value::Bool(b) => out.push((prefix.to_owned(), Leaf::Bool(*b))),
+        Value::Null => out.push((prefix.to_owned(), Leaf::Null)),
+        Value::String(_) => {}
+    }
+}
+
+/// Whether `path` is selected by `metric`: the metric itself, or a leaf below it.
+fn selected(path: &str, metric: &str) -> bool {
+    path.strip_prefix(metric)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// Compares one metric; `None` when it did not move at all.
+fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> Option<Moved> {
+    let (within, allowed) = match (old, new) {
+        (_, None) => (false, None),
+        (Leaf::Number(o), Some(Leaf::Number(n))) => {
+            let allowed = tol.allowed(*o);
+            if o == n {
+                return None;
+            }
+            ((n - o).abs() <= allowed, Some(allowed))
+        }
+        (o, Some(n)) if o == n => return None,
+        _ => (false, None),
+    };
+    Some(Moved {
+        point: None,
+        path: path.to_owned(),
+        old: old.clone(),
+        new: new.cloned(),
+        allowed,
+        within,
+    })
+}
+
+/// The command a result came from: only `pimdes run` reports batch times.
+fn kind(result: &Value) -> &'static str {
+    if result.get("batch_time_us").is_some() {
+        "pimdes run"
+    } else {
+        "pimdes partition"
+    }
+}
+
+/// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
+/// the comparison to those metrics and what lies below them; each must exist in BASE.
+pub fn compare_results(
+    base: (&str, &Value),
+    new: (&str, &Value),
+    tol: Tolerance,
+    metrics: &[String],
+) -> Result<Comparison, InputError> {
+    if let Some(key) = first_difference(&base.1["config"], &new.1["config"], "config") {
+        return Err(InputError::plain(
+            format!("{} and {}", base.0, new.0),
+            format!(
+                "the results have different configurations (first difference: `{key}`); compare results of the same configuration"
+            ),
+        ));
+    }
+    if kind(base.1) != kind(new.1) {
+        return Err(InputError::plain(
+            format!("{} and {}", base.0, new.0),
+            format!(
+                "the results are of different commands ({} and {}); compare results of the same command",
+                kind(base.1),
+                kind(new.1)
+            ),
+        ));
+    }
+    let mut old = Vec::new();
+    leaves(base.1, "", &mut old);
+    let mut fresh = Vec::new();
+    leaves(new.1, "", &mut fresh);
+    let fresh: std::collections::BTreeMap<String, Leaf> = fresh.into_iter().collect();
+    if let Some(m) = metrics
+        .iter()
+        .find(|m| !old.iter().any(|(p, _)| selected(p, m)))
+    {
+        return Err(InputError::plain(
+            format!("--metric {m}"),
+            format!(
+                "{} has no metric `{m}` (give a dotted path such as `batch_time_us.mean`)",
+                base.0
+            ),
+        ));
+    }
+    let mut out = Comparison {
+        points: 1,
+        ..Comparison::default()
+    };
+    for (path, leaf) in &old {
+        if !metrics.is_empty() && !metrics.iter().any(|m| selected(path, m)) {
+            continue;
+        }
+        out.compared += 1;
+        out.moved
+            .extend(compare_leaf(path, leaf, fresh.get(path), tol));
+    }
+    Ok(out)
+}
+
+/// Compares two result files.
+pub fn compare_files(
+    base: &Path,
+    new: &Path,
+    tol: Tolerance,
+    metrics: &[String],
+) -> Result<Comparison, InputError> {
+    let a = load_result(base)?;
+    let b = load_result(new)?;
+    compare_results(
+        (&base.display().to_string(), &a),
+        (&new.display().to_string(), &b),
+        tol,
+        metrics,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(mean: f64) -> Value {
+        json!({"version": "0", "config": {"a": {"b": 1}}, "host": {"wall_s": mean},
+               "batch_time_us": {"mean": mean, "stddev": 1.0}, "answers_verified": true,
+               "per_batch": [1.0, 2.0], "name": "x"})
+    }
+
+    #[test]
+    fn tolerance_is_absolute_plus_relative() {
+        let t = Tolerance {
+            rtol: 0.01,
+            atol: 0.5,
+        };
+        assert_eq!(t.allowed(-100.0), 1.5);
+        let moved = compare_results(("a", &result(100.0)), ("b", &result(101.4)), t, &[]).unwrap();
+        assert_eq!(moved.compared, 5);
+        assert_eq!(moved.moved.len(), 1);
+        assert!(moved.moved[0].within);
+        let moved = compare_results(("a", &result(100.0)), ("b", &result(101.6)), t, &[]).unwrap();
+        assert_eq!(moved.regressions(), 1);
+    }
+
+    #[test]
+    fn metrics_select_subtrees_and_must_exist() {
+        let t = Tolerance {
+            rtol: 0.0,
+            atol: 0.0,
+        };
+        let sel =
+            |m: &str| compare_results(("a", &result(1.0)), ("b", &result(2.0)), t, &[m.to_owned()]);
+        assert_eq!(sel("batch_time_us").unwrap().compared, 2);
+        assert_eq!(sel("per_batch").unwrap().compared, 2);
+        assert_eq!(sel("batch_time_us.mean").unwrap().regressions(), 1);
+        assert!(sel("batch_time").is_err());
+    }
+
+    #[test]
+    fn commands_must_match() {
+        let mut partition = result(1.0);
+        partition.as_object_mut().unwrap().remove("batch_time_us");
+        let t = Tolerance {
+            rtol: 1.0,
+            atol: 1.0,
+        };
+        let e = compare_results(("a", &result(1.0)), ("b", &partition), t, &[]).unwrap_err();
+        assert!(e.reason.contains("different commands"), "{e}");
+    }
+
+    #[test]
+    fn configurations_must_match() {
+        let mut other = result(1.0);
+        other["config"]["a"]["c"] = json!(2);
+        let t = Tolerance {
+            rtol: 1.0,
+            atol: 1.0,
+        };
+        let e = compare_results(("a", &result(1.0)), ("b", &other), t, &[]).unwrap_err();
+        assert!(e.reason.contains("`config.a.c`"), "{e}");
+    }
+}

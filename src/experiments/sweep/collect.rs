@@ -1,0 +1,152 @@
+//! The tidy table of a sweep: one row per point with its parameters and key results, as CSV
+//! and as JSON Lines with the same columns, made from the result files alone so it can be
+//! remade without rerunning.
+
+use super::{SweepIndex, config_hash, read_index, write_atomically};
+use crate::config::InputError;
+use crate::error::Error;
+use crate::experiments::compare::load_result;
+use serde_json::Value;
+use std::path::Path;
+
+pub const CSV_FILE: &str = "results.csv";
+pub const JSONL_FILE: &str = "results.jsonl";
+
+/// Key results of `pimdes run`, before and after the breakdown entries.
+const RUN_FIRST: [&str; 4] = [
+    "batch_time_us.mean",
+    "batch_time_us.stddev",
+    "batch_interval_us.mean",
+    "throughput_queries_per_s",
+];
+const RUN_LAST: [&str; 3] = ["imbalance.data", "imbalance.queries", "answers_verified"];
+/// Key results of `pimdes partition`.
+const PARTITION: [&str; 11] = [
+    "imbalance.data",
+    "imbalance.queries",
+    "imbalance.queries_reference",
+    "max_pairs_per_dpu",
+    "mean_pairs_per_dpu",
+    "max_queries_per_dpu",
+    "mean_queries_per_dpu",
+    "bottleneck_hot_share",
+    "partitions",
+    "hot_partitions",
+    "fits_in_mram",
+];
+
+/// What `collect` wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Collected {
+    pub points: usize,
+    pub columns: Vec<String>,
+}
+
+fn at<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
+    dotted.split('.').try_fold(value, |v, k| v.get(k))
+}
+
+/// The result columns: fixed per command, plus every `breakdown_us` entry of a run.
+fn result_columns(command: &str, results: &[Value]) -> Vec<String> {
+    if command != "run" {
+        return PARTITION.map(String::from).to_vec();
+    }
+    let mut columns: Vec<String> = RUN_FIRST.map(String::from).to_vec();
+    for r in results {
+        if let Some(Value::Object(b)) = r.get("breakdown_us") {
+            for k in b.keys() {
+                let c = format!("breakdown_us.{k}");
+                if !columns.contains(&c) {
+                    columns.push(c);
+                }
+            }
+        }
+    }
+    columns.extend(RUN_LAST.map(String::from));
+    columns
+}
+
+/// Reads every point's result and checks it is the point's (same configuration).
+fn load_points(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError> {
+    let mut results = Vec::new();
+    for p in &index.points {
+        let path = dir.join(&p.file);
+        if !path.exists() {
+            return Err(InputError::plain(
+                path.display().to_string(),
+                format!(
+                    "point {} has no result yet: run it (`pimdes sweep MANIFEST --out {} --point {}`) before collecting",
+                    p.point,
+                    dir.display(),
+                    p.point
+                ),
+            ));
+        }
+        let result = load_result(&path)?;
+        if config_hash(&result["config"]) != p.config_fnv1a64 {
+            return Err(InputError::plain(
+                path.display().to_string(),
+                format!(
+                    "the result's configuration is not point {}'s (stale result of another sweep?); rerun the sweep",
+                    p.point
+                ),
+            ));
+        }
+        results.push(result);
+    }
+    Ok(results)
+}
+
+fn csv_cell(v: &Value) -> String {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
+    }
+}
+
+/// Writes `DIR/results.csv` and `DIR/results.jsonl` from `DIR/sweep.json` and the points'
+/// result files.
+pub fn collect(dir: &Path) -> Result<Collected, Error> {
+    let index = read_index(dir)?;
+    let results = load_points(dir, &index)?;
+    let mut columns = vec!["point".to_owned(), "file".to_owned()];
+    columns.extend(index.parameters.iter().cloned());
+    let metrics = result_columns(&index.command, &results);
+    columns.extend(metrics.iter().cloned());
+    let header: Vec<String> = columns
+        .iter()
+        .map(|c| csv_cell(&Value::from(c.as_str())))
+        .collect();
+    let mut csv = header.join(",") + "\n";
+    let mut jsonl = String::new();
+    for (p, result) in index.points.iter().zip(&results) {
+        let mut cells: Vec<Value> = vec![p.point.into(), p.file.clone().into()];
+        for name in &index.parameters {
+            cells.push(p.parameters.get(name).cloned().unwrap_or(Value::Null));
+        }
+        for m in &metrics {
+            cells.push(at(result, m).cloned().unwrap_or(Value::Null));
+        }
+        let row: Vec<String> = cells.iter().map(csv_cell).collect();
+        csv.push_str(&row.join(","));
+        csv.push('\n');
+        let fields: Vec<String> = columns
+            .iter()
+            .zip(&cells)
+            .map(|(c, v)| format!("{}:{}", Value::from(c.as_str()), v))
+            .collect();
+        jsonl.push_str(&format!("{{{}}}\n", fields.join(",")));
+    }
+    write_atomically(&dir.join(CSV_FILE), &csv)?;
+    write_atomically(&dir.join(JSONL_FILE), &jsonl)?;
+    Ok(Collected {
+        points: results.len(),
+        columns,
+    })
+}

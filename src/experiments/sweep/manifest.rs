@@ -1,0 +1,442 @@
+//! The sweep manifest: a strict TOML file naming the inputs, the command and the axes, and
+//! its expansion into points. Errors name the manifest and the key, like machine and
+//! workload files.
+
+use crate::config::{InputError, Override, Source, read_toml_file};
+use crate::rng;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The command every point runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SweepCommand {
+    Run,
+    Partition,
+}
+
+impl SweepCommand {
+    pub fn name(self) -> &'static str {
+        match self {
+            SweepCommand::Run => "run",
+            SweepCommand::Partition => "partition",
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The manifest as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawManifest {
+    #[serde(default)]
+    pub description: String,
+    /// Machine file, relative to the manifest's directory.
+    pub machine: String,
+    /// Workload file, relative to the manifest's directory.
+    pub workload: String,
+    pub command: SweepCommand,
+    /// `--partitioner` of every point (else the workload's `partition.partitioner`).
+    pub partitioner: Option<String>,
+    /// Runs of each point with derived seeds (see [`repetition_seed`]).
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    /// `--set` overrides of every point.
+    #[serde(default)]
+    pub set: toml::Table,
+    /// Axes of the cartesian product: `--set` key = list of values.
+    #[serde(default)]
+    pub grid: toml::Table,
+    /// Lists of equal length that move together, as one axis.
+    #[serde(default)]
+    pub zip: toml::Table,
+}
+
+/// One point of a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub index: usize,
+    /// The result file's name in the sweep directory, made of the parameters.
+    pub file: String,
+    /// The point's parameters in axis order: grid axes, zipped keys, then `repetition` and
+    /// `seed` when there are repetitions.
+    pub params: Vec<(String, toml::Value)>,
+    /// Every `--set` of the point: the manifest's `set`, then the parameters.
+    pub sets: Vec<String>,
+}
+
+/// A manifest, checked and expanded.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub origin: String,
+    pub machine: PathBuf,
+    pub workload: PathBuf,
+    pub command: SweepCommand,
+    pub partitioner: Option<String>,
+    pub param_names: Vec<String>,
+    pub points: Vec<Point>,
+}
+
+/// The seed of repetition `k` of a workload whose seed is `seed`: repetition 0 keeps the
+/// seed, so its point equals a plain run; the others draw from the rng module's
+/// `Repetition` stream number `k`, keeping 63 bits so the seed stays a TOML integer.
+pub fn repetition_seed(seed: u64, k: u32) -> u64 {
+    if k == 0 {
+        return seed;
+    }
+    let mut stream = rng::stream(seed, rng::Purpose::Repetition, u64::from(k));
+    rand::Rng::next_u64(&mut stream) >> 1
+}
+
+/// Dotted keys and values of a table, nested tables flattened (`[grid] queries.skew = [..]`
+/// and `[grid] "queries.skew" = [..]` are the same axis).
+fn flatten(table: &toml::Table, prefix: &str, out: &mut Vec<(String, toml::Value)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten(t, &key, out),
+            other => out.push((key, other.clone())),
+        }
+    }
+}
+
+/// `value` as a `--set` value: bare when it reads back as the same string, else TOML.
+pub fn set_value(key: &str, value: &toml::Value) -> String {
+    if let toml::Value::String(s) = value {
+        let bare = Override::parse(&format!("{key}={s}"));
+        if bare.is_ok_and(|o| o.value == *value && !s.contains(char::is_whitespace)) {
+            return s.clone();
+        }
+    }
+    value.to_string()
+}
+
+/// A value in a file name: its text with anything but letters, digits, `.`, `+` and `-`
+/// replaced by `_`.
+fn name_part(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".+-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn value_text(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Float(x) => format!("{x}"),
+        other => other.to_string(),
+    }
+}
+
+/// The longest file name a point may get; longer names fail on common file systems.
+const MAX_FILE_NAME: usize = 200;
+
+fn file_name(params: &[(String, toml::Value)]) -> String {
+    if params.is_empty() {
+        return "point.json".to_owned();
+    }
+    let parts: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{}={}", name_part(k), name_part(&value_text(v))))
+        .collect();
+    format!("{}.json", parts.join(","))
+}
+
+/// Reads a workload's seed under some overrides (only asked when there are repetitions).
+pub type SeedOf<'a> = &'a dyn Fn(&Path, &[Override]) -> Result<u64, InputError>;
+
+/// Reads and checks a manifest and expands it into points.
+pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
+    let origin = path.display().to_string();
+    let source = Source::new(origin.clone(), read_toml_file(path)?, &[], None, &[])?;
+    let raw: RawManifest = source.deserialize()?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    // Absolute when the file exists, so `--list` lines run from any directory; a missing
+    // file keeps its joined path, which the machine or workload loader then names.
+    let resolve = |p: &str| {
+        let joined = dir.join(p);
+        std::fs::canonicalize(&joined).unwrap_or(joined)
+    };
+    let (machine, workload) = (resolve(&raw.machine), resolve(&raw.workload));
+    check_partitioner(&raw, &origin)?;
+    let mut fixed = Vec::new();
+    flatten(&raw.set, "", &mut fixed);
+    let axes = axes(&raw, &origin)?;
+    check_keys(&raw, &fixed, &axes, &origin)?;
+    let fixed_sets = sets(&fixed, &origin, "set")?;
+    let base_seed = if raw.repetitions > 1 {
+        seed_of(&workload, &overrides(&fixed_sets)?)?
+    } else {
+        0
+    };
+    let mut param_names: Vec<String> = axes.iter().flat_map(|a| a.keys.clone()).collect();
+    if raw.repetitions > 1 {
+        param_names.extend(["repetition".to_owned(), "seed".to_owned()]);
+    }
+    let points = expand(&axes, raw.repetitions, base_seed, &fixed_sets, &origin)?;
+    Ok(Manifest {
+        origin,
+        machine,
+        workload,
+        command: raw.command,
+        partitioner: raw.partitioner,
+        param_names,
+        points,
+    })
+}
+
+fn check_partitioner(raw: &RawManifest, origin: &str) -> Result<(), InputError> {
+    match &raw.partitioner {
+        Some(name) if crate::partition::by_name(name).is_none() => {
+            let names = crate::partition::names().join(", ");
+            Err(InputError::key(
+                origin,
+                "partitioner",
+                format!("unknown partitioner `{name}`; expected one of: {names}"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn overrides(sets: &[String]) -> Result<Vec<Override>, InputError> {
+    sets.iter().map(|s| Override::parse(s)).collect()
+}
+
+/// `key=value` texts, each checked to parse back as an override of that value.
+fn sets(
+    pairs: &[(String, toml::Value)],
+    origin: &str,
+    section: &str,
+) -> Result<Vec<String>, InputError> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let text = format!("{k}={}", set_value(k, v));
+            Override::parse(&text)
+                .map_err(|e| InputError::key(origin, &format!("{section}.{k}"), e.reason))?;
+            Ok(text)
+        })
+        .collect()
+}
+
+/// One axis of the product: one grid key, or every zipped key moving together.
+#[derive(Debug, Clone)]
+struct Axis {
+    keys: Vec<String>,
+    /// values[i] holds one value per key.
+    values: Vec<Vec<toml::Value>>,
+}
+
+fn list<'a>(
+    origin: &str,
+    key: &str,
+    value: &'a toml::Value,
+) -> Result<&'a Vec<toml::Value>, InputError> {
+    match value {
+        toml::Value::Array(items) if !items.is_empty() => Ok(items),
+        _ => Err(InputError::key(
+            origin,
+            key,
+            "expected a non-empty list of values, such as [0.6, 1.0]",
+        )),
+    }
+}
+
+fn axes(raw: &RawManifest, origin: &str) -> Result<Vec<Axis>, InputError> {
+    let mut grid = Vec::new();
+    flatten(&raw.grid, "", &mut grid);
+    let mut axes = Vec::new();
+    for (k, v) in &grid {
+        let items = list(origin, &format!("grid.{k}"), v)?;
+        axes.push(Axis {
+            keys: vec![k.clone()],
+            values: items.iter().map(|x| vec![x.clone()]).collect(),
+        });
+    }
+    let mut zip = Vec::new();
+    flatten(&raw.zip, "", &mut zip);
+    let mut zipped = Axis {
+        keys: Vec::new(),
+        values: Vec::new(),
+    };
+    for (k, v) in &zip {
+        let items = list(origin, &format!("zip.{k}"), v)?;
+        if zipped.keys.is_empty() {
+            zipped.values = vec![Vec::new(); items.len()];
+        } else if items.len() != zipped.values.len() {
+            return Err(InputError::key(
+                origin,
+                &format!("zip.{k}"),
+                format!(
+                    "has {} values but `zip.{}` has {}: zipped lists move together, so they need the same length",
+                    items.len(),
+                    zipped.keys[0],
+                    zipped.values.len()
+                ),
+            ));
+        }
+        zipped.keys.push(k.clone());
+        for (row, x) in zipped.values.iter_mut().zip(items) {
+            row.push(x.clone());
+        }
+    }
+    if !zipped.keys.is_empty() {
+        axes.push(zipped);
+    }
+    Ok(axes)
+}
+
+/// Every key is set once, and repetitions own the seed.
+fn check_keys(
+    raw: &RawManifest,
+    fixed: &[(String, toml::Value)],
+    axes: &[Axis],
+    origin: &str,
+) -> Result<(), InputError> {
+    if raw.repetitions == 0 {
+        return Err(InputError::key(origin, "repetitions", "must be at least 1"));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let keys = fixed
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .chain(axes.iter().flat_map(|a| a.keys.iter().map(String::as_str)));
+    for key in keys {
+        if seen.contains(&key) {
+            return Err(InputError::key(
+                origin,
+                key,
+                "is given more than once among `set`, `grid` and `zip`",
+            ));
+        }
+        if raw.partitioner.is_some() && key == "partition.partitioner" {
+            return Err(InputError::key(
+                origin,
+                key,
+                "would be overridden by the manifest's `partitioner` (its --partitioner); give one of them",
+            ));
+        }
+        if raw.repetitions > 1 && (key == "seed" || key == "repetition") {
+            return Err(InputError::key(
+                origin,
+                key,
+                "is derived from the repetitions; drop `repetitions` or this key",
+            ));
+        }
+        seen.push(key);
+    }
+    Ok(())
+}
+
+/// The cartesian product of the axes (the last varies fastest), each point repeated.
+fn expand(
+    axes: &[Axis],
+    repetitions: u32,
+    base_seed: u64,
+    fixed_sets: &[String],
+    origin: &str,
+) -> Result<Vec<Point>, InputError> {
+    let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+    for axis in axes {
+        combos = combos
+            .iter()
+            .flat_map(|c| {
+                axis.values.iter().map(move |row| {
+                    let mut next = c.clone();
+                    next.extend(axis.keys.iter().cloned().zip(row.iter().cloned()));
+                    next
+                })
+            })
+            .collect();
+    }
+    let mut points: Vec<Point> = Vec::new();
+    for combo in combos {
+        for k in 0..repetitions {
+            let mut params = combo.clone();
+            if repetitions > 1 {
+                let seed = repetition_seed(base_seed, k);
+                params.push(("repetition".to_owned(), toml::Value::Integer(k.into())));
+                params.push(("seed".to_owned(), toml::Value::Integer(seed as i64)));
+            }
+            let file = file_name(&params);
+            check_file(&points, &file, origin)?;
+            let mut sets = fixed_sets.to_vec();
+            for (key, v) in &params {
+                if key != "repetition" {
+                    sets.push(format!("{key}={}", set_value(key, v)));
+                }
+            }
+            points.push(Point {
+                index: points.len(),
+                file,
+                params,
+                sets,
+            });
+        }
+    }
+    Ok(points)
+}
+
+fn check_file(points: &[Point], file: &str, origin: &str) -> Result<(), InputError> {
+    if file.len() > MAX_FILE_NAME {
+        return Err(InputError::plain(
+            origin,
+            format!(
+                "the parameters make a result file name of {} characters (at most {MAX_FILE_NAME}): use fewer axes",
+                file.len()
+            ),
+        ));
+    }
+    match points.iter().find(|p| p.file == file) {
+        Some(p) => Err(InputError::plain(
+            origin,
+            format!(
+                "points {} and {} would both write `{file}`: make their values differ in letters, digits, `.`, `+` or `-`",
+                p.index,
+                points.len()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repetition_zero_keeps_the_seed_and_the_others_fit_toml() {
+        assert_eq!(repetition_seed(7, 0), 7);
+        let s1 = repetition_seed(7, 1);
+        assert_ne!(s1, 7);
+        assert_eq!(s1, repetition_seed(7, 1));
+        assert_ne!(s1, repetition_seed(7, 2));
+        assert!(s1 <= i64::MAX as u64);
+    }
+
+    #[test]
+    fn strings_are_bare_when_they_read_back() {
+        let s = |v: &str| set_value("k", &toml::Value::String(v.into()));
+        assert_eq!(s("qdd-greedy"), "qdd-greedy");
+        assert_eq!(s("true"), "\"true\"");
+        assert_eq!(s("1.5"), "\"1.5\"");
+        assert_eq!(set_value("k", &toml::Value::Float(1.0)), "1.0");
+        assert_eq!(
+            file_name(&[("a.b".into(), toml::Value::Float(1.0))]),
+            "a.b=1.json"
+        );
+    }
+}

@@ -1,0 +1,351 @@
+//! `pimdes sweep`: one command over the points of a manifest (see [`manifest`]), each point
+//! written to its own result file in the sweep directory, atomically, so a sweep killed at
+//! any moment reruns to the same files: a point whose result exists with the point's
+//! configuration is not run again.
+//!
+//! The directory holds `sweep.json` (the index: every point's file, parameters and a hash of
+//! its effective configuration), one result file per point (the command's JSON, exactly what
+//! `pimdes run --out` writes), and, once collected, `results.csv` and `results.jsonl`.
+
+pub mod collect;
+pub mod manifest;
+
+use crate::config::{InputError, Override};
+use crate::error::Error;
+use crate::experiments::compare::{Comparison, Tolerance, compare_results, load_result};
+use crate::experiments::partition::{EffectiveConfig, run_partition};
+use crate::experiments::run::{Silent, run};
+use crate::machine::Machine;
+use crate::partition::{self, Partitioner};
+use crate::workload::Workload;
+pub use manifest::{Manifest, Point, SweepCommand};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// The index file of a sweep directory.
+pub const INDEX_FILE: &str = "sweep.json";
+/// The version of the index's format.
+pub const INDEX_FORMAT: u32 = 1;
+
+/// `sweep.json`: what `--collect` and `compare` need without the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepIndex {
+    pub format: u32,
+    pub command: String,
+    /// Parameter names in axis order (the points' `parameters` objects are sorted by key).
+    pub parameters: Vec<String>,
+    pub points: Vec<IndexPoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexPoint {
+    pub point: usize,
+    pub file: String,
+    pub parameters: serde_json::Map<String, Value>,
+    /// FNV-1a (64 bits, hex) of the point's effective configuration as compact JSON with
+    /// sorted keys: how `--collect` recognises a stale result.
+    pub config_fnv1a64: String,
+}
+
+/// FNV-1a, 64 bits: a stable hash with no dependency, enough to tell configurations apart.
+pub fn fnv1a64(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The hash of a result's `config` value.
+pub fn config_hash(config: &Value) -> String {
+    fnv1a64(config.to_string().as_bytes())
+}
+
+/// Loads a manifest; the workload's seed (for repetitions) is read with the manifest's `set`.
+pub fn load_manifest(path: &Path) -> Result<Manifest, InputError> {
+    manifest::load(path, &|workload, sets| {
+        Ok(Workload::load(workload, sets)?.seed)
+    })
+}
+
+/// What one point runs on, and the configuration its result must carry.
+pub struct PointInputs {
+    pub machine: Machine,
+    pub workload: Workload,
+    pub partitioner: Box<dyn Partitioner>,
+    /// The effective configuration as it reads back from a result file.
+    pub config: Value,
+}
+
+pub fn point_inputs(m: &Manifest, p: &Point) -> Result<PointInputs, Error> {
+    let overrides = p
+        .sets
+        .iter()
+        .map(|s| Override::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let machine = Machine::load(&m.machine, &overrides)?;
+    let workload = Workload::load(&m.workload, &overrides)?;
+    let name = m.partitioner.as_deref().unwrap_or(&workload.partitioner);
+    let partitioner = partition::by_name(name).ok_or_else(|| {
+        let names = partition::names().join(", ");
+        workload.attribution.error_at(
+            "partition.partitioner",
+            format!("unknown partitioner `{name}`; expected one of: {names}"),
+        )
+    })?;
+    let mut raw_workload = workload.raw.clone();
+    raw_workload.partition.partitioner = partitioner.name().to_owned();
+    let config = EffectiveConfig {
+        machine: machine.raw.clone(),
+        workload: raw_workload,
+    };
+    let config = serde_json::to_string(&config)
+        .and_then(|text| serde_json::from_str(&text))
+        .map_err(|e| Error::Output {
+            path: p.file.clone(),
+            reason: format!("cannot serialise the configuration: {e}"),
+        })?;
+    Ok(PointInputs {
+        machine,
+        workload,
+        partitioner,
+        config,
+    })
+}
+
+/// The index of a manifest's sweep.
+pub fn index(m: &Manifest) -> Result<SweepIndex, Error> {
+    let mut points = Vec::new();
+    for p in &m.points {
+        let config = point_inputs(m, p)?.config;
+        let parameters = p
+            .params
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), serde_json::to_value(v)?)))
+            .collect::<Result<_, serde_json::Error>>()
+            .map_err(|e| Error::Output {
+                path: INDEX_FILE.into(),
+                reason: e.to_string(),
+            })?;
+        points.push(IndexPoint {
+            point: p.index,
+            file: p.file.clone(),
+            parameters,
+            config_fnv1a64: config_hash(&config),
+        });
+    }
+    Ok(SweepIndex {
+        format: INDEX_FORMAT,
+        command: m.command.name().to_owned(),
+        parameters: m.param_names.clone(),
+        points,
+    })
+}
+
+/// Reads `DIR/sweep.json`.
+pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
+    let path = dir.join(INDEX_FILE);
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        InputError::plain(
+            &origin,
+            format!(
+                "cannot read the sweep's index ({e}); is {} a sweep directory?",
+                dir.display()
+            ),
+        )
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|e| InputError::plain(&origin, format!("not a sweep index: {e}")))
+}
+
+/// Writes `text` to `path` through a temporary file beside it and a rename, so a kill never
+/// leaves half a file under the final name. The temporary name is `<file>.tmp-<pid>-<n>`.
+pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let fail = |e: std::io::Error| Error::Output {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}-{n}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
+
+/// Removes temporary files a killed sweep left beside its points' files.
+pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
+    let fail = |e: std::io::Error| Error::Output {
+        path: dir.display().to_string(),
+        reason: e.to_string(),
+    };
+    let mut ours: Vec<String> = m.points.iter().map(|p| p.file.clone()).collect();
+    ours.extend([INDEX_FILE, collect::CSV_FILE, collect::JSONL_FILE].map(String::from));
+    for entry in std::fs::read_dir(dir).map_err(fail)? {
+        let entry = entry.map_err(fail)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stale = name
+            .rsplit_once(".tmp-")
+            .is_some_and(|(file, _)| ours.iter().any(|o| o == file));
+        if stale {
+            std::fs::remove_file(entry.path()).map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
+/// How a point went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Its result existed with its configuration.
+    UpToDate,
+    /// It ran; the command's warnings.
+    Ran { warnings: Vec<String> },
+}
+
+/// Whether `path` holds a complete result of `command` with configuration `config`.
+fn up_to_date(path: &Path, config: &Value, command: SweepCommand) -> bool {
+    let Ok(result) = load_result(path) else {
+        return false;
+    };
+    let is_run = result.get("batch_time_us").is_some();
+    result["config"] == *config && is_run == (command == SweepCommand::Run)
+}
+
+fn pretty(value: &impl Serialize, path: &Path) -> Result<String, Error> {
+    let mut s = serde_json::to_string_pretty(value).map_err(|e| Error::Output {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// Runs one point unless its result is up to date. `reproduce` names the command line that
+/// reruns the point alone, for the report of a simulator bug.
+pub fn run_point(
+    m: &Manifest,
+    p: &Point,
+    dir: &Path,
+    reproduce: &dyn Fn(&Point) -> String,
+) -> Result<Outcome, Error> {
+    let inputs = point_inputs(m, p)?;
+    let path = dir.join(&p.file);
+    if up_to_date(&path, &inputs.config, m.command) {
+        return Ok(Outcome::UpToDate);
+    }
+    let seed = Some(inputs.workload.seed);
+    let wrap = |e: Error| e.reproducible(|| reproduce(p), seed);
+    let (w, pa) = (&inputs.workload, inputs.partitioner.as_ref());
+    let (text, warnings) = match m.command {
+        SweepCommand::Run => {
+            let report = run(&inputs.machine, w, pa, &mut Silent).map_err(wrap)?;
+            (pretty(&report, &path)?, report.warnings)
+        }
+        SweepCommand::Partition => {
+            let report = run_partition(&inputs.machine, w, pa).map_err(wrap)?;
+            (pretty(&report, &path)?, report.warnings)
+        }
+    };
+    write_atomically(&path, &text)?;
+    Ok(Outcome::Ran { warnings })
+}
+
+/// Runs the points `indices` on `jobs` threads; `done` hears of each point as it finishes.
+/// Every point writes only its own file, so the files do not depend on `jobs`. After a
+/// failure no new point starts; the error of the lowest failed point is returned.
+pub fn run_points(
+    m: &Manifest,
+    indices: &[usize],
+    dir: &Path,
+    jobs: usize,
+    reproduce: &(dyn Fn(&Point) -> String + Sync),
+    done: &(dyn Fn(&Point, &Outcome) + Sync),
+) -> Result<Vec<Outcome>, Error> {
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let results: Mutex<Vec<Option<Result<Outcome, Error>>>> =
+        Mutex::new((0..indices.len()).map(|_| None).collect());
+    let worker = || {
+        while !stop.load(Ordering::SeqCst) {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(&index) = indices.get(i) else { break };
+            let Some(p) = m.points.get(index) else { break };
+            let outcome = run_point(m, p, dir, reproduce);
+            match &outcome {
+                Ok(o) => done(p, o),
+                Err(_) => stop.store(true, Ordering::SeqCst),
+            }
+            if let Ok(mut r) = results.lock() {
+                r[i] = Some(outcome);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(worker);
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut outcomes = Vec::new();
+    for r in results.into_iter().flatten() {
+        outcomes.push(r?);
+    }
+    Ok(outcomes)
+}
+
+/// Compares two sweep directories point by point: the same point files, each pair of
+/// results compared as [`compare_results`] does.
+pub fn compare_sweeps(
+    base: &Path,
+    new: &Path,
+    tol: Tolerance,
+    metrics: &[String],
+) -> Result<Comparison, InputError> {
+    let (a, b) = (read_index(base)?, read_index(new)?);
+    let files = |i: &SweepIndex| i.points.iter().map(|p| p.file.clone()).collect::<Vec<_>>();
+    let (fa, fb) = (files(&a), files(&b));
+    if fa != fb {
+        let only = fa
+            .iter()
+            .find(|f| !fb.contains(f))
+            .map(|f| format!("`{f}` is only in {}", base.display()))
+            .or_else(|| {
+                fb.iter()
+                    .find(|f| !fa.contains(f))
+                    .map(|f| format!("`{f}` is only in {}", new.display()))
+            })
+            .unwrap_or_else(|| "the points come in another order".to_owned());
+        return Err(InputError::plain(
+            format!("{} and {}", base.display(), new.display()),
+            format!(
+                "the sweeps have different points ({only}); compare sweeps of the same manifest"
+            ),
+        ));
+    }
+    let mut total = Comparison::default();
+    for file in &fa {
+        let (pa, pb) = (base.join(file), new.join(file));
+        let (ra, rb) = (load_result(&pa)?, load_result(&pb)?);
+        let names = (pa.display().to_string(), pb.display().to_string());
+        let c = compare_results((&names.0, &ra), (&names.1, &rb), tol, metrics)?;
+        total.compared += c.compared;
+        total.points += 1;
+        total.moved.extend(c.moved.into_iter().map(|mut m| {
+            m.point = Some(file.clone());
+            m
+        }));
+    }
+    Ok(total)
+}

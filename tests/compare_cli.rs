@@ -1,0 +1,149 @@
+//! `pimdes compare`: exit codes and what it reports, on real results of the tiny workload.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use std::path::{Path, PathBuf};
+
+const SMALL: [&str; 8] = [
+    "--machine",
+    "machines/paper-2rank.toml",
+    "--workload",
+    "workloads/tiny.toml",
+    "--set",
+    "machine.ranks=1",
+    "--set",
+    "machine.usable_dpus=16",
+];
+
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `pimdes run` on the small configuration and writes its JSON to `path`.
+fn run_to(path: &Path, extra: &[&str]) {
+    let p = path.to_str().unwrap();
+    let mut args = vec!["run", "--quiet", "--out", p];
+    args.extend(SMALL);
+    args.extend(extra);
+    let o = pimdes(&args);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+}
+
+fn compare(base: &Path, new: &Path, extra: &[&str]) -> common::Outcome {
+    let mut args = vec!["compare", base.to_str().unwrap(), new.to_str().unwrap()];
+    args.extend(extra);
+    pimdes(&args)
+}
+
+fn edit(from: &Path, to: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(from).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(to, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn an_identical_rerun_passes_and_a_two_percent_slowdown_does_not() {
+    let d = dir("compare_runs");
+    let (a, b, slow) = (d.join("a.json"), d.join("b.json"), d.join("slow.json"));
+    run_to(&a, &[]);
+    run_to(&b, &[]);
+    let o = compare(&a, &b, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains(", 0 moved, 0 outside tolerance"),
+        "{}",
+        o.stdout
+    );
+
+    edit(&a, &slow, |v| {
+        let mean = v["batch_time_us"]["mean"].as_f64().unwrap();
+        v["batch_time_us"]["mean"] = (mean * 1.02).into();
+    });
+    let o = compare(&a, &slow, &["--rtol", "0.01"]);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("batch_time_us.mean"));
+    let line = line.unwrap_or_else(|| panic!("no row: {}", o.stdout));
+    assert!(
+        line.contains("+2.000%") && line.ends_with("OUTSIDE"),
+        "{line}"
+    );
+    assert!(
+        o.stdout.contains("1 moved, 1 outside tolerance"),
+        "{}",
+        o.stdout
+    );
+
+    let o = compare(&a, &slow, &["--rtol", "0.03"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("1 moved, 0 outside tolerance"),
+        "{}",
+        o.stdout
+    );
+    // A metric that did not move passes even at zero tolerance.
+    let o = compare(
+        &a,
+        &slow,
+        &["--metric", "breakdown_us", "--metric", "imbalance.data"],
+    );
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+}
+
+#[test]
+fn partition_results_compare_and_a_lost_flag_is_a_regression() {
+    let d = dir("compare_partition");
+    let a = d.join("a.json");
+    let mut args = vec!["partition", "--json"];
+    args.extend(SMALL);
+    let o = pimdes(&args);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    std::fs::write(&a, &o.stdout).unwrap();
+    let o = compare(&a, &a, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let b = d.join("b.json");
+    edit(&a, &b, |v| v["fits_in_mram"] = false.into());
+    let o = compare(&a, &b, &["--rtol", "1"]);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("fits_in_mram"), "{}", o.stdout);
+}
+
+#[test]
+fn different_configurations_and_bad_files_are_refused() {
+    let d = dir("compare_bad");
+    let a = d.join("a.json");
+    run_to(&a, &[]);
+    let other = d.join("other.json");
+    edit(&a, &other, |v| {
+        v["config"]["workload"]["queries"]["skew"] = 0.8.into()
+    });
+    let o = compare(&a, &other, &["--rtol", "1"]);
+    assert_bad(
+        &o,
+        &["different configurations", "`config.workload.queries.skew`"],
+    );
+
+    let missing = d.join("missing.json");
+    assert_bad(
+        &compare(&a, &missing, &[]),
+        &["missing.json", "cannot read"],
+    );
+    let garbage = d.join("garbage.json");
+    std::fs::write(&garbage, "{ not json").unwrap();
+    assert_bad(&compare(&garbage, &a, &[]), &["garbage.json", "not JSON"]);
+    let foreign = d.join("foreign.json");
+    std::fs::write(&foreign, "{\"batch_time_us\": 1}").unwrap();
+    assert_bad(&compare(&a, &foreign, &[]), &["not a pimdes result"]);
+    assert_bad(
+        &compare(&a, &a, &["--metric", "nope.mean"]),
+        &["no metric `nope.mean`"],
+    );
+    assert_bad(&compare(&a, &a, &["--rtol=-1"]), &["--rtol"]);
+}

@@ -1,0 +1,261 @@
+//! `pimdes sweep`: resumable after a kill, `--list` lines equivalent to the sweep, `--point`,
+//! repetitions, collection, compare on sweep directories, and bad manifests.
+
+mod common;
+
+use common::{Outcome, assert_bad, pimdes};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn dir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn root(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(file)
+        .display()
+        .to_string()
+}
+
+/// A manifest on the tiny workload and 16 DPUs, one warm-up and two measured batches.
+fn manifest(d: &Path, body: &str) -> PathBuf {
+    let text = format!(
+        "machine = {:?}\nworkload = {:?}\n{body}\n",
+        root("machines/paper-2rank.toml"),
+        root("workloads/tiny.toml")
+    );
+    let path = d.join("manifest.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const GRID: &str = r#"command = "run"
+[set]
+machine.ranks = 1
+machine.usable_dpus = 16
+batches.warmup = 1
+batches.measured = 2
+[grid]
+partition.partitioner = ["ccp-capped", "qdd-greedy"]
+queries.skew = [0.6, 1.0]
+"#;
+
+fn sweep(args: &[&str]) -> Outcome {
+    let mut all = vec!["sweep"];
+    all.extend(args);
+    let o = pimdes(&all);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    o
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Every file of a sweep directory: results without their `host` block (the simulating
+/// machine's wall time), the rest as bytes.
+fn files(d: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(d).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(mut m)) if m.contains_key("config") => {
+                m.remove("host");
+                Value::Object(m).to_string()
+            }
+            _ => text,
+        };
+        out.insert(name, text);
+    }
+    out
+}
+
+#[test]
+fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
+    let d = dir("sweep_resume");
+    let m = manifest(&d, GRID);
+    let (whole, killed) = (d.join("whole"), d.join("killed"));
+    sweep(&[s(&m), "--out", s(&whole), "--jobs", "2"]);
+    let expected = files(&whole);
+    assert_eq!(expected.len(), 4 + 3, "{:?}", expected.keys());
+    assert!(expected.contains_key("partition.partitioner=qdd-greedy,queries.skew=0.6.json"));
+
+    sweep(&[s(&m), "--out", s(&killed)]);
+    let names: Vec<&String> = expected
+        .keys()
+        .filter(|n| n.starts_with("partition"))
+        .collect();
+    std::fs::remove_file(killed.join(names[0])).unwrap();
+    std::fs::remove_file(killed.join("results.csv")).unwrap();
+    std::fs::write(killed.join(format!("{}.tmp-999-0", names[1])), "{ half").unwrap();
+    // A result of another configuration under a point's name is not taken as the point's.
+    std::fs::copy(killed.join(names[3]), killed.join(names[2])).unwrap();
+    let o = sweep(&[s(&m), "--out", s(&killed), "--jobs", "2"]);
+    assert!(
+        o.stdout.contains("4 point(s)") && o.stdout.contains("2 run, 2 up to date"),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(files(&killed), expected);
+
+    let csv = std::fs::read_to_string(whole.join("results.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.starts_with("point,file,partition.partitioner,queries.skew,batch_time_us.mean,"),
+        "{header}"
+    );
+    for column in [
+        "breakdown_us.dpu_kernel",
+        "imbalance.queries",
+        "answers_verified",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    assert_eq!(csv.lines().count(), 5);
+    let jsonl = std::fs::read_to_string(whole.join("results.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    assert_eq!(first["queries.skew"], 0.6);
+    assert_eq!(first["answers_verified"], true);
+}
+
+#[test]
+fn list_lines_run_alone_in_any_order_make_the_same_files() {
+    let d = dir("sweep_list");
+    let m = manifest(&d, GRID);
+    let (whole, listed) = (d.join("whole"), d.join("listed"));
+    sweep(&[s(&m), "--out", s(&whole)]);
+    let o = sweep(&[s(&m), "--out", s(&listed), "--list"]);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", o.stdout);
+    for line in lines.iter().rev() {
+        assert!(!line.contains(['\'', '"']), "plain words: {line}");
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[0], "pimdes");
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
+            .args(&words[1..])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    sweep(&["--collect", s(&listed)]);
+    assert_eq!(files(&listed), files(&whole));
+    // The sweeps compare equal point by point; a slower point is caught.
+    let o = pimdes(&["compare", s(&whole), s(&listed)]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("over 4 point(s)"), "{}", o.stdout);
+    let name = "partition.partitioner=qdd-greedy,queries.skew=1.json";
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(listed.join(name)).unwrap()).unwrap();
+    v["batch_time_us"]["mean"] = (v["batch_time_us"]["mean"].as_f64().unwrap() * 1.02).into();
+    std::fs::write(listed.join(name), v.to_string()).unwrap();
+    let o = pimdes(&["compare", s(&whole), s(&listed), "--rtol", "0.01"]);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains(&format!("{name}: batch_time_us.mean")),
+        "{}",
+        o.stdout
+    );
+}
+
+#[test]
+fn repetitions_derive_seeds_and_a_point_runs_alone() {
+    let d = dir("sweep_reps");
+    let body = "command = \"partition\"\nrepetitions = 2\n[set]\nmachine.ranks = 1\nmachine.usable_dpus = 16\n";
+    let m = manifest(&d, body);
+    let out = d.join("out");
+    let o = sweep(&[s(&m), "--out", s(&out), "--list"]);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("pimdes partition ") && lines[0].contains("--set seed=7 "),
+        "{}",
+        o.stdout
+    );
+    assert!(!lines[1].contains("--set seed=7 "), "{}", o.stdout);
+    sweep(&[s(&m), "--out", s(&out), "--point", "1"]);
+    let names: Vec<String> = files(&out).into_keys().collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names[0].starts_with("repetition=1,seed="), "{names:?}");
+    let o = pimdes(&["sweep", "--collect", s(&out)]);
+    assert_bad(&o, &["point 0 has no result yet", "--point 0"]);
+    sweep(&[s(&m), "--out", s(&out)]);
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(
+        csv.starts_with("point,file,repetition,seed,imbalance.data,"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains("\n0,\"repetition=0,seed=7.json\",0,7,"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn bad_manifests_name_the_file_and_key() {
+    let d = dir("sweep_bad");
+    let cases: [(&str, &[&str]); 8] = [
+        (
+            "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
+            &["key `partition.partitioner`", "overridden"],
+        ),
+        ("command = \"run\"\ngrdi = 1", &["unknown field `grdi`"]),
+        (
+            "command = \"walk\"",
+            &["key `command`", "unknown variant `walk`"],
+        ),
+        (
+            "command = \"run\"\n[grid]\nqueries.skew = 0.6",
+            &["key `grid.queries.skew`", "non-empty list"],
+        ),
+        (
+            "command = \"run\"\n[zip]\na = [1, 2]\nb = [1]",
+            &["key `zip.b`", "same length"],
+        ),
+        (
+            "command = \"run\"\npartitioner = \"best\"",
+            &["key `partitioner`", "unknown partitioner `best`"],
+        ),
+        (
+            "command = \"run\"\nrepetitions = 2\n[grid]\nseed = [1, 2]",
+            &["key `seed`", "repetitions"],
+        ),
+        (
+            "command = \"run\"\n[set]\nqueries.skew = 0.6\n[grid]\nqueries.skew = [1.0]",
+            &["key `queries.skew`", "more than once"],
+        ),
+    ];
+    for (body, needles) in cases {
+        let m = manifest(&d, body);
+        let o = pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]);
+        let mut all = vec!["manifest.toml"];
+        all.extend(needles);
+        assert_bad(&o, &all);
+    }
+    let m = manifest(&d, "command = \"run\"\n[grid]\nqueries.skeww = [1.0]");
+    assert_bad(
+        &pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]),
+        &["--set queries.skeww=1.0", "skeww"],
+    );
+    let o = pimdes(&["sweep", s(&d.join("none.toml")), "--out", s(&d.join("out"))]);
+    assert_bad(&o, &["none.toml", "cannot read"]);
+    let m = manifest(&d, "command = \"partition\"");
+    assert_bad(
+        &pimdes(&["sweep", s(&m), "--out", s(&d.join("out")), "--point", "1"]),
+        &["--point", "points 0 to 0"],
+    );
+    assert_bad(
+        &pimdes(&["sweep", "--collect", s(&d)]),
+        &["sweep.json", "sweep directory"],
+    );
+}
