@@ -460,6 +460,33 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
     }
 }
 
+/// The run report's own keys, which an index's keys must not shadow.
+pub const RESERVED_KEYS: [&str; 23] = [
+    "index",
+    "dpus",
+    "tasklets",
+    "queries_per_batch",
+    "measured_batches",
+    "protocol",
+    "batch_time_us",
+    "batch_interval_us",
+    "breakdown_us",
+    "init_us",
+    "throughput_queries_per_s",
+    "latency_us",
+    "saturated",
+    "dpu_kernel_us",
+    "answers_verified",
+    "warnings",
+    "mram",
+    "seed",
+    "version",
+    "config",
+    "host",
+    "index_rows",
+    "index_fields",
+];
+
 #[allow(clippy::too_many_arguments)]
 fn report(
     machine: &Machine,
@@ -473,11 +500,19 @@ fn report(
 ) -> RunReport {
     let t = timing(workload, timeline);
     let saturated = saturation(workload, timeline);
+    let index_fields = index.report();
+    for key in index_fields.keys() {
+        assert!(
+            !RESERVED_KEYS.contains(&key.as_str()),
+            "index {} reports `{key}`, a key of the run report itself",
+            index.name()
+        );
+    }
     let mut warnings = index.warnings();
     warnings.extend(saturated.clone());
     RunReport {
         index: index.name().to_owned(),
-        index_fields: index.report(),
+        index_fields,
         index_rows: index.table_rows(),
         dpus: machine.dpus,
         tasklets: workload.tasklets,
