@@ -102,25 +102,7 @@ fn stage_label(name: &str) -> String {
 
 pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
     let mut s = String::new();
-    let w = &r.config.workload;
-    let _ = writeln!(
-        s,
-        "{} on {} ({} DPUs, {} tasklets), partitioner {}, {} pairs, {} {} queries per batch, skew {}, seed {}",
-        if r.index == "b+forest" {
-            "B+-Forest"
-        } else {
-            &r.index
-        },
-        r.config.machine.name,
-        r.dpus,
-        r.tasklets,
-        r.index_str("partitioner"),
-        w.data.pairs,
-        r.queries_per_batch,
-        w.queries.kind.name(),
-        w.queries.skew,
-        r.seed
-    );
+    let _ = writeln!(s, "{}", run_heading(r));
     let mut rows = vec![(
         "batch time (mean +- sd)".to_string(),
         format!(
@@ -128,59 +110,8 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
             r.batch_time_us.mean, r.batch_time_us.stddev, r.measured_batches
         ),
     )];
-    let classes = ["cpu", "communication", "pim"];
-    for (name, us) in &r.breakdown_us.0 {
-        if classes.contains(&name.as_str()) || (name == "waiting" && *us == 0.0) {
-            continue;
-        }
-        rows.push((format!("  {}", stage_label(name)), format!("{us:.1} us")));
-    }
-    let b = &r.breakdown_us;
-    rows.push((
-        "  as cpu / communication / pim".into(),
-        format!(
-            "{:.1} / {:.1} / {:.1} us",
-            b.get("cpu"),
-            b.get("communication"),
-            b.get("pim")
-        ),
-    ));
-    let p = &r.protocol;
-    let protocol = match p.queries_per_s {
-        Some(q) => format!(
-            "{:?} launch, {} in flight, open arrivals at {q} queries/s",
-            p.launch, p.batches_in_flight
-        ),
-        None => format!(
-            "{:?} launch, {} in flight, closed arrivals",
-            p.launch, p.batches_in_flight
-        ),
-    };
-    rows.push(("protocol".into(), protocol.to_lowercase()));
-    rows.push((
-        "batch interval (mean)".into(),
-        format!("{:.1} us", r.batch_interval_us.mean),
-    ));
-    rows.push((
-        "throughput".into(),
-        format!(
-            "{:.3} M queries/s{}",
-            r.throughput_queries_per_s / 1e6,
-            if r.saturated { " (SATURATED)" } else { "" }
-        ),
-    ));
-    let l = &r.latency_us;
-    rows.push((
-        "query latency p50/p99/p99.9".into(),
-        format!("{:.1} / {:.1} / {:.1} us", l.p50, l.p99, l.p999),
-    ));
-    rows.push((
-        "DPU kernel time min/p50/p99/max".into(),
-        format!(
-            "{:.1} / {:.1} / {:.1} / {:.1} us",
-            r.dpu_kernel_us.min, r.dpu_kernel_us.p50, r.dpu_kernel_us.p99, r.dpu_kernel_us.max
-        ),
-    ));
+    rows.extend(breakdown_rows(&r.breakdown_us));
+    rows.extend(protocol_rows(r));
     rows.extend(r.index_rows.iter().cloned());
     let names: Vec<&str> = r.init_us.0.iter().map(|(k, _)| k.as_str()).collect();
     let values: Vec<String> = r.init_us.0.iter().map(|(_, v)| format!("{v:.0}")).collect();
@@ -197,6 +128,89 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
         let _ = writeln!(s, "  {k:<width$}  {v}");
     }
     s
+}
+
+fn run_heading(r: &crate::experiments::run::RunReport) -> String {
+    let w = &r.config.workload;
+    format!(
+        "{} on {} ({} DPUs, {} tasklets), partitioner {}, {} pairs, {} {} queries per batch, skew {}, seed {}",
+        if r.index == "b+forest" {
+            "B+-Forest"
+        } else {
+            &r.index
+        },
+        r.config.machine.name,
+        r.dpus,
+        r.tasklets,
+        r.index_str("partitioner"),
+        w.data.pairs,
+        r.queries_per_batch,
+        w.queries.kind.name(),
+        w.queries.skew,
+        r.seed
+    )
+}
+
+/// One row per stage (and waiting, when there was any), then the split by class.
+fn breakdown_rows(b: &crate::experiments::run::Named) -> Vec<(String, String)> {
+    let classes = ["cpu", "communication", "pim"];
+    let mut rows: Vec<(String, String)> =
+        b.0.iter()
+            .filter(|(name, us)| {
+                !classes.contains(&name.as_str()) && !(name == "waiting" && *us == 0.0)
+            })
+            .map(|(name, us)| (format!("  {}", stage_label(name)), format!("{us:.1} us")))
+            .collect();
+    rows.push((
+        "  as cpu / communication / pim".into(),
+        format!(
+            "{:.1} / {:.1} / {:.1} us",
+            b.get("cpu"),
+            b.get("communication"),
+            b.get("pim")
+        ),
+    ));
+    rows
+}
+
+fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)> {
+    let p = &r.protocol;
+    let arrivals = match p.queries_per_s {
+        Some(q) => format!("open arrivals at {q} queries/s"),
+        None => "closed arrivals".into(),
+    };
+    let protocol = format!(
+        "{:?} launch, {} in flight, {arrivals}",
+        p.launch, p.batches_in_flight
+    );
+    let l = &r.latency_us;
+    let k = &r.dpu_kernel_us;
+    vec![
+        ("protocol".into(), protocol.to_lowercase()),
+        (
+            "batch interval (mean)".into(),
+            format!("{:.1} us", r.batch_interval_us.mean),
+        ),
+        (
+            "throughput".into(),
+            format!(
+                "{:.3} M queries/s{}",
+                r.throughput_queries_per_s / 1e6,
+                if r.saturated { " (SATURATED)" } else { "" }
+            ),
+        ),
+        (
+            "query latency p50/p99/p99.9".into(),
+            format!("{:.1} / {:.1} / {:.1} us", l.p50, l.p99, l.p999),
+        ),
+        (
+            "DPU kernel time min/p50/p99/max".into(),
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.1} us",
+                k.min, k.p50, k.p99, k.max
+            ),
+        ),
+    ]
 }
 
 /// One row per timed run.
