@@ -157,7 +157,9 @@ fn breakdown_rows(b: &crate::experiments::run::Named) -> Vec<(String, String)> {
     let mut rows: Vec<(String, String)> =
         b.0.iter()
             .filter(|(name, us)| {
-                !classes.contains(&name.as_str()) && !(name == "waiting" && *us == 0.0)
+                let class = classes.contains(&name.as_str());
+                let idle = name == "waiting" && *us == 0.0;
+                !(class || idle)
             })
             .map(|(name, us)| (format!("  {}", stage_label(name)), format!("{us:.1} us")))
             .collect();
