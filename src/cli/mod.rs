@@ -4,6 +4,7 @@
 
 mod defaults;
 mod microbench;
+mod output;
 mod run;
 mod table;
 
@@ -14,8 +15,9 @@ use crate::machine::Machine;
 use crate::partition;
 use crate::workload::Workload;
 use clap::{Args, Parser, Subcommand};
-use std::io::Write;
 use std::path::PathBuf;
+
+pub(crate) use output::write_stdout;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,12 +72,12 @@ struct PartitionArgs {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = output::check_stdout_open().and_then(|()| match cli.command {
         None => defaults::run_default(),
         Some(Command::Partition(args)) => partition_command(args),
         Some(Command::Microbench(args)) => microbench::run(args),
         Some(Command::Run(args)) => run::run(args),
-    };
+    });
     match result {
         Ok(()) => 0,
         Err(e) => {
@@ -156,17 +158,6 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
         table::partition_report(&report)
     };
     write_stdout(&text)
-}
-
-/// Writes all output at once, so a failure never leaves half a report.
-pub(crate) fn write_stdout(text: &str) -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|e| Error::Output {
-            path: "stdout".into(),
-            reason: e.to_string(),
-        })
 }
 
 #[cfg(test)]
