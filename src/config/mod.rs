@@ -9,6 +9,7 @@ mod error;
 
 pub use error::InputError;
 use serde::de::DeserializeOwned;
+use std::io::Read;
 use std::path::Path;
 
 /// One `--set key=value` override, already split and parsed.
@@ -56,13 +57,51 @@ impl Override {
     }
 }
 
-/// Reads a TOML file into a table. A missing or unreadable file, or invalid TOML, is an
-/// [`InputError`] naming the file.
+/// The largest machine or workload file read, in bytes. The shipped files are a few KiB;
+/// the limit keeps a wrong path (a log, an image) from being read whole into memory.
+pub const MAX_INPUT_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a TOML file into a table. A missing or unreadable file, one that is not a
+/// regular file, one over [`MAX_INPUT_FILE_BYTES`], or invalid TOML is an [`InputError`]
+/// naming the file.
 pub fn read_toml_file(path: &Path) -> Result<toml::Table, InputError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
+    let text = read_input_file(path).map_err(|reason| InputError::plain(&origin, reason))?;
     parse_toml(&origin, &text)
+}
+
+/// The text of a regular file of at most [`MAX_INPUT_FILE_BYTES`]. The file type is
+/// checked on the metadata, before opening, because opening a FIFO blocks until a writer
+/// comes and a device such as `/dev/zero` never ends; the read is bounded too, in case the
+/// file grows after the check.
+fn read_input_file(path: &Path) -> Result<String, String> {
+    let metadata = std::fs::metadata(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    if !metadata.is_file() {
+        let what = if metadata.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a FIFO, device or socket)"
+        };
+        return Err(format!("is {what}; give a TOML file"));
+    }
+    let too_big = |size: String| {
+        format!(
+            "is {size} bytes, more than the {MAX_INPUT_FILE_BYTES}-byte (1 MiB) limit for machine and workload files"
+        )
+    };
+    if metadata.len() > MAX_INPUT_FILE_BYTES {
+        return Err(too_big(metadata.len().to_string()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the file: {e}"))?;
+    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
+        return Err(too_big(format!("over {MAX_INPUT_FILE_BYTES}")));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("cannot read the file: it is not UTF-8 text ({e})"))
 }
 
 /// Parses TOML text into a table; `origin` names the text in errors.
