@@ -3,7 +3,7 @@
 //! parameter turned into integers ([`DpuParams`], [`TransferParams`], [`HostParams`]).
 //! `docs/machine-model.md` explains each parameter.
 
-use crate::config::{InputError, Override, Source, parse_toml, read_toml_file};
+use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file};
 use crate::engine::{Clock, Time};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -138,6 +138,9 @@ pub struct Machine {
     pub host: HostParams,
     /// The configuration this machine was built from, for the effective-config dump.
     pub raw: RawMachine,
+    /// Where each key came from, so errors found later (a layout that does not fit) can
+    /// blame the `--set` that changed the key rather than the file.
+    pub attribution: Attribution,
 }
 
 /// The instruction-cost table: instructions per operation (see [`crate::dpu::Op`]).
@@ -304,6 +307,7 @@ impl Machine {
             transfer,
             host,
             raw,
+            attribution: source.attribution.clone(),
         })
     }
 

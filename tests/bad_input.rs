@@ -173,7 +173,13 @@ fn base_partition_out_of_range() {
 #[test]
 fn incomplete_deviation_section() {
     let o = partition(&["--set", "deviation.factor=10"]);
-    assert_bad(&o, &["`deviation`", "missing field `base_partition`"]);
+    assert_bad(
+        &o,
+        &[
+            "--set deviation.factor=10: key `deviation.base_partition`",
+            "missing field `base_partition`",
+        ],
+    );
 }
 
 #[test]

@@ -356,8 +356,20 @@ impl Workload {
                 ),
             );
         }
-        if p.chunk_pairs == 0 || p.chunk_pairs > u32::MAX as u64 {
+        if p.chunk_pairs == 0 {
             return err("partition.chunk_pairs", "must be at least 1".into());
+        }
+        // A chunk is never split across DPUs, and 2^32 pairs of at least 8 bytes each are far
+        // beyond any DPU's MRAM, so this bound rejects nothing that could run.
+        if p.chunk_pairs > u64::from(u32::MAX) {
+            return err(
+                "partition.chunk_pairs",
+                format!(
+                    "{} is above the largest chunk, 2^32-1 = {} pairs",
+                    p.chunk_pairs,
+                    u32::MAX
+                ),
+            );
         }
         let deviation = match &raw.deviation {
             None => None,
