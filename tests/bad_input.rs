@@ -295,8 +295,9 @@ fn mram_too_small_for_a_microbenchmark_names_the_key() {
     assert_bad(
         &o,
         &[
-            "machine key `dpu.mram_size_bytes`",
-            "beyond the 4096-byte MRAM",
+            // Checked before the kernel runs (tests/validated_products.rs).
+            "key `dpu.mram_size_bytes`",
+            "each DPU has 4096",
         ],
     );
 }

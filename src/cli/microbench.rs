@@ -50,6 +50,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         Some(path) => Machine::load(path, &overrides)?,
         None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &overrides)?,
     };
+    microbench::check_mram(&args.name, &machine)?;
     let records = microbench::run(&args.name, &machine).ok_or_else(|| {
         InputError::plain(
             "NAME",
