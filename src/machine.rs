@@ -8,8 +8,11 @@ use crate::engine::{Clock, Time};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Upper bound on simulated DPUs, to keep every per-DPU loop and allocation bounded.
-pub const MAX_DPUS: u64 = 1 << 20;
+/// Upper bound on simulated DPUs: 2^16, 25 times the largest UPMEM system built (40 ranks,
+/// 2,560 DPUs). Each DPU keeps its own state and touched MRAM pages, about 10 KiB at the
+/// smallest data (measured: 2^17 DPUs with 10 pairs each held 1.2 GB), so 2^16 DPUs fit in a
+/// few GB of host memory, where the former 2^20 ran a 24 GiB machine out of memory.
+pub const MAX_DPUS: u64 = 1 << 16;
 
 /// The machine file as written (after `--set machine.*` overrides).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -268,7 +271,9 @@ impl Machine {
         if total > MAX_DPUS {
             return Err(source.error_at(
                 "ranks",
-                format!("{total} DPUs in all is above the supported {MAX_DPUS}"),
+                format!(
+                    "ranks x dpus_per_rank = {total} DPUs in all is above the supported {MAX_DPUS} (25 times the largest UPMEM system; more would exhaust host memory)"
+                ),
             ));
         }
         let usable = s.usable_dpus.unwrap_or(total);
