@@ -261,7 +261,7 @@ fn machine_too_small_for_a_microbenchmark_names_the_key() {
     assert_bad(
         &o,
         &[
-            "machine key `dpu.wram_size_bytes`",
+            "error: --set machine.dpu.wram_size_bytes=512: key `dpu.wram_size_bytes`",
             "WRAM overflow",
             "DPU 0",
         ],
@@ -281,7 +281,13 @@ fn machine_too_small_for_the_index_kernel_names_the_key() {
         "--set",
         "machine.dpu.wram_size_bytes=1024",
     ]);
-    assert_bad(&o, &["machine key `dpu.wram_size_bytes`", "WRAM overflow"]);
+    assert_bad(
+        &o,
+        &[
+            "error: --set machine.dpu.wram_size_bytes=1024: key `dpu.wram_size_bytes`",
+            "WRAM overflow",
+        ],
+    );
 }
 
 #[test]

@@ -129,3 +129,29 @@ fn an_mram_override_that_does_not_fit_is_blamed_for_it() {
         ],
     );
 }
+
+/// A kernel limit names the machine file when the file set the key.
+#[test]
+fn a_kernel_limit_names_the_machine_file() {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(MACHINE)).unwrap();
+    let small = text.replace("wram_size_bytes = 65536", "wram_size_bytes = 1024");
+    assert_ne!(small, text);
+    let dir = std::env::temp_dir().join(format!("pimdes-origin-wram-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("small-wram.toml");
+    std::fs::write(&path, small).unwrap();
+    let o = pimdes(&[
+        "microbench",
+        "arithmetic",
+        "--machine",
+        path.to_str().unwrap(),
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "small-wram.toml: key `dpu.wram_size_bytes`",
+            "WRAM overflow",
+        ],
+    );
+}

@@ -191,7 +191,10 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         progress.as_mut(),
         trace.as_ref(),
     )
-    .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
+    .map_err(|e| {
+        e.attributed(&machine.attribution)
+            .reproducible(command_line, Some(workload.seed))
+    })?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
