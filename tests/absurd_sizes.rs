@@ -54,3 +54,27 @@ fn range_pairs_is_bounded_by_the_data_and_the_work() {
         ],
     );
 }
+
+/// A run whose estimated host memory is above what the host has is refused at once; 2^36
+/// pairs need more than a TiB on any machine this runs on.
+#[test]
+fn a_run_too_big_for_host_memory_is_refused_before_generating() {
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-1012.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--quiet",
+        "--set",
+        "data.pairs=68719476736",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set data.pairs=68719476736: key `data.pairs`",
+            "MiB of host memory",
+            "MiB available",
+        ],
+    );
+}

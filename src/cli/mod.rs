@@ -3,6 +3,7 @@
 //! turned into exit codes (2 for bad input, 3 for a simulator bug; see [`crate::error`]).
 
 mod defaults;
+mod estimate;
 mod microbench;
 mod output;
 mod run;

@@ -177,6 +177,7 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     check_outputs(&args)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
+    super::estimate::check_host_memory(&machine, &workload)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let mut progress: Box<dyn Progress> = if show_progress {
         Box::new(Stderr)
