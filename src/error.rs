@@ -10,6 +10,7 @@
 //!   carries the command line and seed that reproduce it.
 //! - 1, anything else (writing the output failed).
 
+use crate::config::Attribution;
 pub use crate::config::InputError;
 use crate::dpu::LaunchError;
 
@@ -79,6 +80,16 @@ impl Error {
             Error::Kernel(_) | Error::Verification(_) => EXIT_SIMULATOR_BUG,
             Error::Reproducible { bug, .. } => bug.exit_code(),
             Error::Output { .. } => EXIT_FAILURE,
+        }
+    }
+
+    /// A kernel's machine-limit error blamed on where its key came from (the `--set` that
+    /// set it, or the machine file), in the usual `origin: key: reason` form, so the user
+    /// knows which file or flag to change. Other errors come back unchanged.
+    pub fn attributed(self, machine: &Attribution) -> Self {
+        match self {
+            Error::Machine { key, error } => Error::Input(machine.error_at(key, error.to_string())),
+            other => other,
         }
     }
 

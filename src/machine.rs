@@ -3,13 +3,16 @@
 //! parameter turned into integers ([`DpuParams`], [`TransferParams`], [`HostParams`]).
 //! `docs/machine-model.md` explains each parameter.
 
-use crate::config::{InputError, Override, Source, parse_toml, read_toml_file};
+use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file};
 use crate::engine::{Clock, Time};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Upper bound on simulated DPUs, to keep every per-DPU loop and allocation bounded.
-pub const MAX_DPUS: u64 = 1 << 20;
+/// Upper bound on simulated DPUs: 2^16, 25 times the largest UPMEM system built (40 ranks,
+/// 2,560 DPUs). Each DPU keeps its own state and touched MRAM pages, about 10 KiB at the
+/// smallest data (measured: 2^17 DPUs with 10 pairs each held 1.2 GB), so 2^16 DPUs fit in a
+/// few GB of host memory, where the former 2^20 ran a 24 GiB machine out of memory.
+pub const MAX_DPUS: u64 = 1 << 16;
 
 /// The machine file as written (after `--set machine.*` overrides).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -138,6 +141,9 @@ pub struct Machine {
     pub host: HostParams,
     /// The configuration this machine was built from, for the effective-config dump.
     pub raw: RawMachine,
+    /// Where each key came from, so errors found later (a layout that does not fit) can
+    /// blame the `--set` that changed the key rather than the file.
+    pub attribution: Attribution,
 }
 
 /// The instruction-cost table: instructions per operation (see [`crate::dpu::Op`]).
@@ -265,7 +271,9 @@ impl Machine {
         if total > MAX_DPUS {
             return Err(source.error_at(
                 "ranks",
-                format!("{total} DPUs in all is above the supported {MAX_DPUS}"),
+                format!(
+                    "ranks x dpus_per_rank = {total} DPUs in all is above the supported {MAX_DPUS} (25 times the largest UPMEM system; more would exhaust host memory)"
+                ),
             ));
         }
         let usable = s.usable_dpus.unwrap_or(total);
@@ -293,6 +301,7 @@ impl Machine {
         let dpu = validate_dpu(&raw, source)?;
         let transfer = validate_transfer(&raw.transfer, source)?;
         let host = validate_host(&raw.host, source)?;
+        check_transfer_products(&transfer, usable, mram, source)?;
         Ok(Machine {
             name: raw.name.clone(),
             ranks,
@@ -304,6 +313,7 @@ impl Machine {
             transfer,
             host,
             raw,
+            attribution: source.attribution.clone(),
         })
     }
 
@@ -583,6 +593,67 @@ fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams,
         )?,
         host_cap_bytes_per_s: gb_per_s(source, "transfer.host_cap_gb_per_s", t.host_cap_gb_per_s)?,
     })
+}
+
+/// The longest simulated time, in seconds, that the largest transfer may take. Simulated
+/// time is a u64 of picoseconds (about 1.8 x 10^7 s), so this leaves room for a run of many
+/// such transfers; no real machine comes near it (PrIM's 2,556 DPUs move all their MRAM in
+/// under a second).
+pub const MAX_FULL_TRANSFER_S: u64 = 1_000_000;
+
+/// The bytes per DPU of the largest transfer a command makes: one MRAM, and at least a real
+/// DPU's 64 MiB, since the transfer microbenchmark moves up to 32 MiB whatever the MRAM size.
+fn largest_transfer_per_dpu_bytes(mram_size_bytes: u64) -> u64 {
+    mram_size_bytes.max(64 << 20)
+}
+
+/// Each rate checked with the other keys it multiplies: the largest transfer to every DPU,
+/// one DPU after another, at that rate alone must fit in [`MAX_FULL_TRANSFER_S`]. Checking
+/// each rate alone let a tiny rate pass and then overflow simulated time mid-simulation.
+fn check_transfer_products(
+    t: &TransferParams,
+    dpus: u64,
+    mram_size_bytes: u64,
+    source: &Source,
+) -> Result<(), InputError> {
+    let bytes = u128::from(largest_transfer_per_dpu_bytes(mram_size_bytes)) * u128::from(dpus);
+    let rates = [
+        (
+            "transfer.cpu_dpu_gb_per_s_per_dpu",
+            t.cpu_dpu_bytes_per_s_per_dpu,
+        ),
+        (
+            "transfer.cpu_dpu_gb_per_s_per_rank",
+            t.cpu_dpu_bytes_per_s_per_rank,
+        ),
+        (
+            "transfer.dpu_cpu_gb_per_s_per_dpu",
+            t.dpu_cpu_bytes_per_s_per_dpu,
+        ),
+        (
+            "transfer.dpu_cpu_gb_per_s_per_rank",
+            t.dpu_cpu_bytes_per_s_per_rank,
+        ),
+        (
+            "transfer.broadcast_gb_per_s_per_rank",
+            t.broadcast_bytes_per_s_per_rank,
+        ),
+        ("transfer.host_cap_gb_per_s", t.host_cap_bytes_per_s),
+    ];
+    for (key, bytes_per_s) in rates {
+        let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
+        if seconds > u128::from(MAX_FULL_TRANSFER_S) {
+            let min_gb_per_s = bytes as f64 / MAX_FULL_TRANSFER_S as f64 / 1e9;
+            return Err(source.error_at(
+                key,
+                format!(
+                    "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s or fewer DPUs",
+                    largest_transfer_per_dpu_bytes(mram_size_bytes)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn validate_host(h: &RawHost, source: &Source) -> Result<HostParams, InputError> {

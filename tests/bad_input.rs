@@ -173,7 +173,13 @@ fn base_partition_out_of_range() {
 #[test]
 fn incomplete_deviation_section() {
     let o = partition(&["--set", "deviation.factor=10"]);
-    assert_bad(&o, &["`deviation`", "missing field `base_partition`"]);
+    assert_bad(
+        &o,
+        &[
+            "--set deviation.factor=10: key `deviation.base_partition`",
+            "missing field `base_partition`",
+        ],
+    );
 }
 
 #[test]
@@ -255,7 +261,7 @@ fn machine_too_small_for_a_microbenchmark_names_the_key() {
     assert_bad(
         &o,
         &[
-            "machine key `dpu.wram_size_bytes`",
+            "error: --set machine.dpu.wram_size_bytes=512: key `dpu.wram_size_bytes`",
             "WRAM overflow",
             "DPU 0",
         ],
@@ -275,7 +281,13 @@ fn machine_too_small_for_the_index_kernel_names_the_key() {
         "--set",
         "machine.dpu.wram_size_bytes=1024",
     ]);
-    assert_bad(&o, &["machine key `dpu.wram_size_bytes`", "WRAM overflow"]);
+    assert_bad(
+        &o,
+        &[
+            "error: --set machine.dpu.wram_size_bytes=1024: key `dpu.wram_size_bytes`",
+            "WRAM overflow",
+        ],
+    );
 }
 
 #[test]
@@ -289,8 +301,9 @@ fn mram_too_small_for_a_microbenchmark_names_the_key() {
     assert_bad(
         &o,
         &[
-            "machine key `dpu.mram_size_bytes`",
-            "beyond the 4096-byte MRAM",
+            // Checked before the kernel runs (tests/validated_products.rs).
+            "key `dpu.mram_size_bytes`",
+            "each DPU has 4096",
         ],
     );
 }

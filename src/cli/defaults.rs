@@ -56,8 +56,10 @@ pub fn run_default() -> Result<(), Error> {
                 );
             }
             let p = partition::by_name(name).expect("default partitioners exist");
-            let report = run(&machine, &workload, p.as_ref(), &mut Silent)
-                .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
+            let report = run(&machine, &workload, p.as_ref(), &mut Silent).map_err(|e| {
+                e.attributed(&machine.attribution)
+                    .reproducible(command_line, Some(workload.seed))
+            })?;
             timed.push(report);
         }
     }

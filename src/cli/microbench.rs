@@ -50,16 +50,19 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         Some(path) => Machine::load(path, &overrides)?,
         None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &overrides)?,
     };
-    let records = microbench::run(&args.name, &machine).ok_or_else(|| {
-        InputError::plain(
-            "NAME",
-            format!(
-                "unknown microbenchmark `{}`; expected one of: {}",
-                args.name,
-                microbench::SUITES.join(", ")
-            ),
-        )
-    })??;
+    microbench::check_mram(&args.name, &machine)?;
+    let records = microbench::run(&args.name, &machine)
+        .ok_or_else(|| {
+            InputError::plain(
+                "NAME",
+                format!(
+                    "unknown microbenchmark `{}`; expected one of: {}",
+                    args.name,
+                    microbench::SUITES.join(", ")
+                ),
+            )
+        })?
+        .map_err(|e| Error::from(e).attributed(&machine.attribution))?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&records).expect("records serialise");
         s.push('\n');

@@ -4,7 +4,9 @@
 
 mod compare;
 mod defaults;
+mod estimate;
 mod microbench;
+mod output;
 mod run;
 mod sweep;
 mod table;
@@ -16,8 +18,9 @@ use crate::machine::Machine;
 use crate::partition;
 use crate::workload::Workload;
 use clap::{Args, Parser, Subcommand};
-use std::io::Write;
 use std::path::PathBuf;
+
+pub(crate) use output::write_stdout;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -82,19 +85,18 @@ struct PartitionArgs {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    let result = match cli.command {
+    // `compare` has its own success codes (1: something moved beyond the tolerance).
+    let mut compare_code = 0;
+    let result = output::check_stdout_open().and_then(|()| match cli.command {
         None => defaults::run_default(),
         Some(Command::Partition(args)) => partition_command(args),
         Some(Command::Microbench(args)) => microbench::run(args),
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Sweep(args)) => sweep::run(args),
-        Some(Command::Compare(args)) => match compare::run(args) {
-            Ok(code) => return code,
-            Err(e) => Err(e),
-        },
-    };
+        Some(Command::Compare(args)) => compare::run(args).map(|code| compare_code = code),
+    });
     match result {
-        Ok(()) => 0,
+        Ok(()) => compare_code,
         Err(e) => {
             // Commands that know their workload's seed attach it; this is the fallback.
             let e = e.reproducible(command_line, None);
@@ -176,17 +178,6 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
         table::partition_report(&report)
     };
     write_stdout(&text)
-}
-
-/// Writes all output at once, so a failure never leaves half a report.
-pub(crate) fn write_stdout(text: &str) -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|e| Error::Output {
-            path: "stdout".into(),
-            reason: e.to_string(),
-        })
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `pimdes run`.
 
+use super::output::{OutputTarget, check_targets, write_atomically};
 use super::{CommonArgs, choose_partitioner, command_line, load_inputs, table, write_stdout};
 use crate::config::InputError;
 use crate::error::Error;
@@ -125,7 +126,11 @@ fn write_trace(path: &Path, trace: &Trace) -> Result<(), Error> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    write_atomically(path, &String::from_utf8_lossy(&bytes))?;
+    let target = OutputTarget {
+        flag: "--trace",
+        path,
+    };
+    write_atomically(target, &bytes)?;
     if trace.truncated() {
         eprintln!(
             "warning: the trace reached its bound of {} events and was cut there ({} more dropped); trace fewer batches or DPUs",
@@ -154,26 +159,25 @@ impl Progress for Stderr {
     }
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so a
-/// failure never leaves half a file.
-fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
-    let fail = |e: std::io::Error| Error::Output {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+/// The output files the flags name, checked before anything is simulated.
+fn check_outputs(args: &RunArgs) -> Result<(), InputError> {
+    let outputs = [("--out", &args.out), ("--trace", &args.trace)];
+    let targets: Vec<OutputTarget> = outputs
+        .iter()
+        .filter_map(|(flag, path)| path.as_deref().map(|path| OutputTarget { flag, path }))
+        .collect();
+    let inputs = [
+        ("--machine", args.common.machine.as_path()),
+        ("--workload", args.common.workload.as_path()),
+    ];
+    check_targets(&targets, &inputs)
 }
 
 pub fn run(args: RunArgs) -> Result<(), Error> {
+    check_outputs(&args)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
+    super::estimate::check_host_memory(&machine, &workload)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
     let mut progress: Box<dyn Progress> = if show_progress {
         Box::new(Stderr)
@@ -188,7 +192,10 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         progress.as_mut(),
         trace.as_ref(),
     )
-    .map_err(|e| e.reproducible(command_line, Some(workload.seed)))?;
+    .map_err(|e| {
+        e.attributed(&machine.attribution)
+            .reproducible(command_line, Some(workload.seed))
+    })?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
@@ -197,7 +204,11 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         write_trace(path, t)?;
     }
     if let Some(out) = &args.out {
-        write_atomically(out, &json)?;
+        let target = OutputTarget {
+            flag: "--out",
+            path: out,
+        };
+        write_atomically(target, json.as_bytes())?;
     }
     if args.common.json {
         write_stdout(&json)

@@ -9,6 +9,7 @@ mod error;
 
 pub use error::InputError;
 use serde::de::DeserializeOwned;
+use std::io::Read;
 use std::path::Path;
 
 /// One `--set key=value` override, already split and parsed.
@@ -56,13 +57,51 @@ impl Override {
     }
 }
 
-/// Reads a TOML file into a table. A missing or unreadable file, or invalid TOML, is an
-/// [`InputError`] naming the file.
+/// The largest machine or workload file read, in bytes. The shipped files are a few KiB;
+/// the limit keeps a wrong path (a log, an image) from being read whole into memory.
+pub const MAX_INPUT_FILE_BYTES: u64 = 1 << 20;
+
+/// Reads a TOML file into a table. A missing or unreadable file, one that is not a
+/// regular file, one over [`MAX_INPUT_FILE_BYTES`], or invalid TOML is an [`InputError`]
+/// naming the file.
 pub fn read_toml_file(path: &Path) -> Result<toml::Table, InputError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
+    let text = read_input_file(path).map_err(|reason| InputError::plain(&origin, reason))?;
     parse_toml(&origin, &text)
+}
+
+/// The text of a regular file of at most [`MAX_INPUT_FILE_BYTES`]. The file type is
+/// checked on the metadata, before opening, because opening a FIFO blocks until a writer
+/// comes and a device such as `/dev/zero` never ends; the read is bounded too, in case the
+/// file grows after the check.
+fn read_input_file(path: &Path) -> Result<String, String> {
+    let metadata = std::fs::metadata(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    if !metadata.is_file() {
+        let what = if metadata.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a FIFO, device or socket)"
+        };
+        return Err(format!("is {what}; give a TOML file"));
+    }
+    let too_big = |size: String| {
+        format!(
+            "is {size} bytes, more than the {MAX_INPUT_FILE_BYTES}-byte (1 MiB) limit for machine and workload files"
+        )
+    };
+    if metadata.len() > MAX_INPUT_FILE_BYTES {
+        return Err(too_big(metadata.len().to_string()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read the file: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the file: {e}"))?;
+    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
+        return Err(too_big(format!("over {MAX_INPUT_FILE_BYTES}")));
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| format!("cannot read the file: it is not UTF-8 text ({e})"))
 }
 
 /// Parses TOML text into a table; `origin` names the text in errors.
@@ -73,18 +112,25 @@ pub fn parse_toml(origin: &str, text: &str) -> Result<toml::Table, InputError> {
     })
 }
 
-/// Writes `value` at the dotted `key` of `table`, creating intermediate tables. Whether
-/// the key exists in the schema is checked later, by deserialisation.
+/// Writes `value` at the dotted `key` of `table`, creating intermediate tables, and
+/// returns the sections it created (dotted), so errors about them can name the override.
+/// Whether the key exists in the schema is checked later, by deserialisation.
 fn set_path(
     table: &mut toml::Table,
     key: &str,
     value: toml::Value,
     origin: &str,
-) -> Result<(), InputError> {
+) -> Result<Vec<String>, InputError> {
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
-    let (last, parents) = parts.split_last().expect("split yields one part at least");
+    let Some((last, parents)) = parts.split_last() else {
+        return Err(InputError::plain(origin, "the key is empty"));
+    };
+    let mut created = Vec::new();
     let mut current = table;
     for (depth, part) in parents.iter().enumerate() {
+        if !current.contains_key(*part) {
+            created.push(parts[..=depth].join("."));
+        }
         let entry = current
             .entry(part.to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -100,7 +146,7 @@ fn set_path(
         };
     }
     current.insert(last.to_string(), value);
-    Ok(())
+    Ok(created)
 }
 
 /// Where each key of a configuration came from: the file, or an override that set it.
@@ -110,6 +156,9 @@ pub struct Attribution {
     pub origin: String,
     /// Overrides applied, as (key relative to the file, original `key=value` text).
     pub overrides: Vec<(String, String)>,
+    /// Sections absent from the file that an override created, as (section relative to
+    /// the file, original `key=value` text): a field missing there is the override's doing.
+    pub created_sections: Vec<(String, String)>,
 }
 
 impl Attribution {
@@ -118,27 +167,75 @@ impl Attribution {
     pub fn error_at(&self, key: &str, reason: impl Into<String>) -> InputError {
         let reason = reason.into();
         let key = (!key.is_empty() && key != ".").then_some(key);
-        // serde reports an unknown field at the path of its section, so an override is
-        // also blamed when the reason names the last part of its key.
-        let by_override = self.overrides.iter().rev().find(|(relative, _)| match key {
-            Some(k) => {
-                relative == k
-                    || (relative.starts_with(&format!("{k}."))
-                        && relative
-                            .rsplit('.')
-                            .next()
-                            .is_some_and(|field| reason.contains(&format!("`{field}`"))))
-            }
-            None => relative
-                .split('.')
-                .next()
-                .is_some_and(|field| reason.contains(&format!("`{field}`"))),
-        });
+        if let Some(e) = self.missing_in_created_section(key, &reason) {
+            return e;
+        }
+        let by_override = self
+            .overrides
+            .iter()
+            .rev()
+            .find(|(relative, _)| override_blamed(relative, key, &reason));
         match by_override {
             Some((relative, text)) => InputError::key(format!("--set {text}"), relative, reason),
             None => InputError::new(self.origin.clone(), key, reason),
         }
     }
+
+    /// The override that set `key` (dotted, relative to the file), if one did.
+    pub fn override_of(&self, key: &str) -> Option<&str> {
+        self.overrides
+            .iter()
+            .rev()
+            .find(|(relative, _)| relative == key)
+            .map(|(_, text)| text.as_str())
+    }
+
+    /// A field missing from a section that exists only because an override created it:
+    /// the override is to blame, and the message says which key to set with it.
+    fn missing_in_created_section(&self, key: Option<&str>, reason: &str) -> Option<InputError> {
+        let field = quoted_field(reason, "missing field `")?;
+        let section = key?;
+        let (_, text) = self.created_sections.iter().find(|(s, _)| s == section)?;
+        let full = format!("{section}.{field}");
+        let first_line = reason.lines().next().unwrap_or(reason);
+        Some(InputError::key(
+            format!("--set {text}"),
+            &full,
+            format!(
+                "{first_line}: the file has no [{section}] section, so it comes from this override alone; set `{full}` too (--set {full}=...)"
+            ),
+        ))
+    }
+}
+
+/// Whether the error at `key` with `reason` is about what the override of `relative` set:
+/// the key itself, or the unknown field the override introduced (serde reports an unknown
+/// field at the path of its section, or at the field's own path when it is a table).
+fn override_blamed(relative: &str, key: Option<&str>, reason: &str) -> bool {
+    if key == Some(relative) {
+        return true;
+    }
+    let Some(field) = quoted_field(reason, "unknown field `") else {
+        return false;
+    };
+    let at_or_below = |path: &str| {
+        relative == path
+            || relative
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('.'))
+    };
+    let below_section = match key {
+        None => field.to_owned(),
+        Some(k) => format!("{k}.{field}"),
+    };
+    let is_field_path = key.is_some_and(|k| k.rsplit('.').next() == Some(field));
+    at_or_below(&below_section) || (is_field_path && key.is_some_and(at_or_below))
+}
+
+/// The name quoted right after `prefix` in a serde message (`unknown field `x`, ...`).
+fn quoted_field<'r>(reason: &'r str, prefix: &str) -> Option<&'r str> {
+    let rest = &reason[reason.find(prefix)? + prefix.len()..];
+    rest.split('`').next()
 }
 
 /// A configuration source: a table read from a file with the overrides that apply to it.
@@ -158,6 +255,7 @@ impl Source {
         exclude_prefixes: &[&str],
     ) -> Result<Source, InputError> {
         let mut applied = Vec::new();
+        let mut created_sections = Vec::new();
         for o in overrides {
             let relative = match prefix {
                 Some(p) => match o.strip_prefix(p) {
@@ -171,12 +269,13 @@ impl Source {
                     o.key.clone()
                 }
             };
-            set_path(
+            let created = set_path(
                 &mut table,
                 &relative,
                 o.value.clone(),
                 &format!("--set {}", o.text),
             )?;
+            created_sections.extend(created.into_iter().map(|s| (s, o.text.clone())));
             applied.push((relative, o.text.clone()));
         }
         Ok(Source {
@@ -184,6 +283,7 @@ impl Source {
             attribution: Attribution {
                 origin,
                 overrides: applied,
+                created_sections,
             },
         })
     }

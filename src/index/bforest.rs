@@ -690,13 +690,18 @@ fn check_mram(
         .unwrap_or((0, 0));
     if max > machine.mram_size_bytes {
         let (cold, hot) = pairs[dpu];
-        return Err(workload.attribution.error_at(
-            "data.pairs",
-            format!(
-                "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {} queries) but has {} (dpu.mram_size_bytes); choose another partitioner, less data or more DPUs",
-                records[dpu], machine.mram_size_bytes
-            ),
-        ));
+        let reason = format!(
+            "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {} queries) but has {} (dpu.mram_size_bytes); choose another partitioner, less data or more DPUs",
+            records[dpu], machine.mram_size_bytes
+        );
+        // An MRAM override is the likelier cause than the data the files were written for.
+        let mram_key = "dpu.mram_size_bytes";
+        return Err(match machine.attribution.override_of(mram_key) {
+            Some(_) => machine
+                .attribution
+                .error_at(mram_key, format!("{reason}, or a larger {mram_key}")),
+            None => workload.attribution.error_at("data.pairs", reason),
+        });
     }
     Ok(MramNeed {
         available_bytes: machine.mram_size_bytes,

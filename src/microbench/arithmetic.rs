@@ -172,6 +172,18 @@ impl Kernel for Throughput {
 }
 
 /// Every op x type at 1 to `min(24, dpu.max_tasklets)` tasklets.
+/// The MRAM the suite lays out: the output region starts at 32 MiB and holds as many
+/// 8-byte elements as the input, rounded up to whole blocks of every tasklet.
+pub(super) fn mram_need_bytes(machine: &Machine) -> u64 {
+    (1..=u64::from(machine.dpu.max_tasklets.min(24)))
+        .map(|tasklets| {
+            let stride = u64::from(BLOCK_BYTES) * tasklets;
+            MRAM_OUT + (ELEMENTS * 8).div_ceil(stride) * stride
+        })
+        .max()
+        .unwrap_or(MRAM_OUT)
+}
+
 pub fn arithmetic(machine: &Machine) -> Result<Vec<ArithmeticRecord>, LaunchError> {
     let mut configs = Vec::new();
     for op in [ArithOp::Add, ArithOp::Sub, ArithOp::Mul, ArithOp::Div] {

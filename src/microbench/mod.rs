@@ -15,6 +15,7 @@ pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
 pub use transfer::{TransferDirection, TransferMode, TransferRecord, transfer};
 
+use crate::config::InputError;
 use crate::dpu::{Dpu, Kernel, LaunchError, LaunchReport};
 use crate::machine::Machine;
 use serde::Serialize;
@@ -57,6 +58,32 @@ pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, LaunchEr
         _ => return None,
     };
     Some(records)
+}
+
+/// Checks, before anything runs, that suite `name` fits its MRAM layout in the machine's
+/// MRAM: the suites write their inputs at fixed addresses (PrIM's layout), and a small
+/// `dpu.mram_size_bytes` would otherwise fail inside a kernel or while filling MRAM.
+/// Unknown names pass; [`run`] reports them.
+pub fn check_mram(name: &str, machine: &Machine) -> Result<(), InputError> {
+    let suites: &[&str] = if name == "all" { &SUITES[..4] } else { &[name] };
+    for &suite in suites {
+        let need = match suite {
+            "arithmetic" => arithmetic::mram_need_bytes(machine),
+            "mram" => mram::mram_need_bytes(machine),
+            "stream" => stream::mram_need_bytes(machine),
+            _ => 0,
+        };
+        let have = machine.dpu.mram_size_bytes;
+        if need > have {
+            return Err(machine.attribution.error_at(
+                "dpu.mram_size_bytes",
+                format!(
+                    "the `{suite}` microbenchmark lays out {need} bytes of MRAM but each DPU has {have}; give at least {need}"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Launches `kernel` on a fresh DPU 0 after `setup` fills its MRAM; returns the report and

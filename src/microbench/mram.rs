@@ -38,6 +38,11 @@ impl Kernel for BackToBack {
     }
 }
 
+/// The MRAM the suite touches: [`REPETITIONS`] back-to-back blocks of the largest size.
+pub(super) fn mram_need_bytes(machine: &Machine) -> u64 {
+    REPETITIONS * u64::from(machine.dpu.dma.max_size_bytes)
+}
+
 /// Both directions, every power-of-two size the DMA engine accepts, one tasklet.
 pub fn mram(machine: &Machine) -> Result<Vec<MramRecord>, LaunchError> {
     let d = &machine.dpu.dma;

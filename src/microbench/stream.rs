@@ -167,6 +167,18 @@ impl Kernel for Random {
     }
 }
 
+/// The MRAM the suite lays out: arrays a and b, then c, each rounded up to whole blocks of
+/// every tasklet.
+pub(super) fn mram_need_bytes(machine: &Machine) -> u64 {
+    (1..=u64::from(machine.dpu.max_tasklets.min(16)))
+        .map(|tasklets| {
+            let stride = u64::from(BLOCK_BYTES) * tasklets;
+            2 * ARRAY_BYTES + ARRAY_BYTES.div_ceil(stride) * stride
+        })
+        .max()
+        .unwrap_or(3 * ARRAY_BYTES)
+}
+
 /// Every kernel on MRAM and WRAM (copy-dma and random on MRAM only), 1 to 16 tasklets.
 pub fn stream(machine: &Machine) -> Result<Vec<StreamRecord>, LaunchError> {
     use StreamKernel::*;

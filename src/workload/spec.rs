@@ -8,6 +8,10 @@ use std::path::Path;
 pub const MAX_PAIRS: u64 = 1 << 36;
 pub const MAX_BATCH_SIZE: u64 = 1 << 30;
 pub const MAX_BATCHES: u64 = 100_000;
+/// Most pairs all range queries of a run may cover, summed: about 25 minutes at the
+/// measured 15 ns per covered pair (DPU kernel plus reference), and 30 times the paper's
+/// workload (100 pairs x 10^6 queries x 30 batches).
+pub const MAX_RANGE_PAIR_VISITS: u64 = 100_000_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -266,6 +270,37 @@ fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputErr
     }
 }
 
+/// A range covers at most all the data, and all ranges of a run together at most
+/// [`MAX_RANGE_PAIR_VISITS`] pairs: without the bound, a huge `range_pairs` passed and then
+/// ran for minutes on the tiniest data.
+fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError> {
+    let q = &raw.queries;
+    if !q.kind.is_range() {
+        return Ok(());
+    }
+    if q.range_pairs > raw.data.pairs {
+        return Err(source.error_at(
+            "queries.range_pairs",
+            format!(
+                "{} is more than the {} pairs of the data (data.pairs); a range covers at most all of them",
+                q.range_pairs, raw.data.pairs
+            ),
+        ));
+    }
+    let batches = raw.batches.warmup + raw.batches.measured;
+    let visits = u128::from(q.range_pairs) * u128::from(q.batch_size) * u128::from(batches);
+    if visits > u128::from(MAX_RANGE_PAIR_VISITS) {
+        return Err(source.error_at(
+            "queries.range_pairs",
+            format!(
+                "{} pairs per range x {} queries per batch (queries.batch_size) x {batches} batches (batches.warmup + batches.measured) = {visits} pairs covered, above the limit of {MAX_RANGE_PAIR_VISITS} (about 25 minutes); lower one of them",
+                q.range_pairs, q.batch_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Workload {
     /// Reads a workload file and applies the overrides that are not `machine.*`.
     pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, InputError> {
@@ -339,6 +374,7 @@ impl Workload {
                 format!("must be at least 1, with warmup + measured at most {MAX_BATCHES}"),
             );
         }
+        check_range_work(&raw, source)?;
         let p = &raw.partition;
         if p.alpha == 0 {
             return err(
@@ -356,8 +392,20 @@ impl Workload {
                 ),
             );
         }
-        if p.chunk_pairs == 0 || p.chunk_pairs > u32::MAX as u64 {
+        if p.chunk_pairs == 0 {
             return err("partition.chunk_pairs", "must be at least 1".into());
+        }
+        // A chunk is never split across DPUs, and 2^32 pairs of at least 8 bytes each are far
+        // beyond any DPU's MRAM, so this bound rejects nothing that could run.
+        if p.chunk_pairs > u64::from(u32::MAX) {
+            return err(
+                "partition.chunk_pairs",
+                format!(
+                    "{} is above the largest chunk, 2^32-1 = {} pairs",
+                    p.chunk_pairs,
+                    u32::MAX
+                ),
+            );
         }
         let deviation = match &raw.deviation {
             None => None,

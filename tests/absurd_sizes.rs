@@ -1,0 +1,80 @@
+//! Sizes that pass every other rule but cannot be simulated on a host in reasonable memory
+//! or time are refused up front, naming the keys.
+
+mod common;
+
+use common::{Outcome, assert_bad, pimdes};
+
+fn partition(sets: &[&str]) -> Outcome {
+    let mut args = vec![
+        "partition",
+        "--machine",
+        "machines/paper-1012.toml",
+        "--workload",
+        "workloads/tiny.toml",
+    ];
+    for s in sets {
+        args.extend_from_slice(&["--set", s]);
+    }
+    pimdes(&args)
+}
+
+#[test]
+fn a_machine_of_2_to_the_20_dpus_is_refused() {
+    let o = partition(&["machine.ranks=16384", "machine.usable_dpus=1012"]);
+    assert_bad(
+        &o,
+        &[
+            "--set machine.ranks=16384: key `ranks`",
+            "1048576 DPUs in all is above the supported 65536",
+        ],
+    );
+    // The bound itself is accepted by validation (here, fewer pairs than DPUs follows).
+    let o = partition(&["machine.ranks=1024"]);
+    assert!(!o.stderr.contains("supported 65536"), "{}", o.stderr);
+}
+
+#[test]
+fn range_pairs_is_bounded_by_the_data_and_the_work() {
+    let o = partition(&["queries.range_pairs=1000000"]);
+    assert_bad(
+        &o,
+        &[
+            "--set queries.range_pairs=1000000: key `queries.range_pairs`",
+            "more than the 600000 pairs of the data",
+        ],
+    );
+    let o = partition(&["data.pairs=600000000", "queries.range_pairs=10000000"]);
+    assert_bad(
+        &o,
+        &[
+            "--set queries.range_pairs=10000000",
+            "queries.batch_size",
+            "above the limit of 100000000000",
+        ],
+    );
+}
+
+/// A run whose estimated host memory is above what the host has is refused at once; 2^36
+/// pairs need more than a TiB on any machine this runs on.
+#[test]
+fn a_run_too_big_for_host_memory_is_refused_before_generating() {
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-1012.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--quiet",
+        "--set",
+        "data.pairs=68719476736",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set data.pairs=68719476736: key `data.pairs`",
+            "MiB of host memory",
+            "MiB available",
+        ],
+    );
+}

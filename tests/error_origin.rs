@@ -1,0 +1,157 @@
+//! An error names where the wrong value came from: the `--set` override that set (or
+//! introduced) a key is blamed, not the file, and each reason is the real one.
+
+mod common;
+
+use common::{Outcome, assert_bad, pimdes};
+use std::path::PathBuf;
+
+const MACHINE: &str = "machines/paper-1012.toml";
+const WORKLOAD: &str = "workloads/tiny.toml";
+
+fn partition(sets: &[&str]) -> Outcome {
+    let mut args = vec!["partition", "--machine", MACHINE, "--workload", WORKLOAD];
+    for s in sets {
+        args.extend_from_slice(&["--set", s]);
+    }
+    pimdes(&args)
+}
+
+#[test]
+fn an_unknown_override_path_is_blamed_on_the_override() {
+    for (set, field) in [
+        ("nosuch.key=1", "`nosuch`"),
+        ("queries.nosuch=1", "`nosuch`"),
+        ("machine.nosuch.x=1", "`nosuch`"),
+        ("machine.dpu.nosuch=1", "`nosuch`"),
+    ] {
+        let o = partition(&[set]);
+        assert_bad(
+            &o,
+            &[&format!("error: --set {set}: "), "unknown field", field],
+        );
+        assert!(!o.stderr.contains(".toml"), "{}", o.stderr);
+    }
+}
+
+/// A file's own unknown key stays the file's, even when an override sets a key whose name
+/// appears in the message's list of expected keys.
+#[test]
+fn an_unknown_key_in_the_file_stays_the_files() {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(WORKLOAD)).unwrap();
+    let dir = std::env::temp_dir().join(format!("pimdes-origin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("skw.toml");
+    std::fs::write(&path, text.replace("skew = 1.0", "skw = 1.0")).unwrap();
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        MACHINE,
+        "--workload",
+        path.to_str().unwrap(),
+        "--set",
+        "queries.skew=1.0",
+    ]);
+    assert_bad(&o, &["skw.toml: key `queries.skw`", "unknown field `skw`"]);
+}
+
+#[test]
+fn a_section_made_by_an_override_names_its_missing_key() {
+    let o = partition(&["deviation.base_partition=3"]);
+    assert_bad(
+        &o,
+        &[
+            "--set deviation.base_partition=3: key `deviation.factor`",
+            "missing field `factor`",
+            "comes from this override",
+            "--set deviation.factor=",
+        ],
+    );
+}
+
+#[test]
+fn chunk_pairs_above_32_bits_says_so() {
+    let o = partition(&["partition.chunk_pairs=5000000000"]);
+    assert_bad(
+        &o,
+        &[
+            "--set partition.chunk_pairs=5000000000",
+            "`partition.chunk_pairs`",
+            "above the largest chunk, 2^32-1",
+        ],
+    );
+    assert!(!o.stderr.contains("at least 1"), "{}", o.stderr);
+}
+
+#[test]
+fn an_mram_override_that_does_not_fit_is_blamed_for_it() {
+    let set = "machine.dpu.mram_size_bytes=8192";
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        MACHINE,
+        "--workload",
+        WORKLOAD,
+        "--quiet",
+        "--set",
+        set,
+    ]);
+    assert_bad(
+        &o,
+        &[
+            &format!("error: --set {set}: key `dpu.mram_size_bytes`"),
+            "does not fit in MRAM",
+        ],
+    );
+    // With the same MRAM written in the machine file, the failure is the data's.
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(MACHINE)).unwrap();
+    let small = text.replace("mram_size_bytes = 67108864", "mram_size_bytes = 8192");
+    assert_ne!(small, text);
+    let dir = std::env::temp_dir().join(format!("pimdes-origin-mram-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("small.toml");
+    std::fs::write(&path, small).unwrap();
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        path.to_str().unwrap(),
+        "--workload",
+        WORKLOAD,
+        "--quiet",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "workloads/tiny.toml: key `data.pairs`",
+            "does not fit in MRAM",
+        ],
+    );
+}
+
+/// A kernel limit names the machine file when the file set the key.
+#[test]
+fn a_kernel_limit_names_the_machine_file() {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(MACHINE)).unwrap();
+    let small = text.replace("wram_size_bytes = 65536", "wram_size_bytes = 1024");
+    assert_ne!(small, text);
+    let dir = std::env::temp_dir().join(format!("pimdes-origin-wram-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("small-wram.toml");
+    std::fs::write(&path, small).unwrap();
+    let o = pimdes(&[
+        "microbench",
+        "arithmetic",
+        "--machine",
+        path.to_str().unwrap(),
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "small-wram.toml: key `dpu.wram_size_bytes`",
+            "WRAM overflow",
+        ],
+    );
+}

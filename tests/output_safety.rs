@@ -1,0 +1,157 @@
+//! `--out` and `--trace` never touch anything but a regular file or a new path, never an
+//! input, and are checked before the simulation; stdout failures exit 1 with a message.
+
+mod common;
+
+use common::{Outcome, assert_bad, pimdes};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const MACHINE: &str = "machines/paper-1012.toml";
+const WORKLOAD: &str = "workloads/tiny.toml";
+
+/// A fresh temporary directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pimdes-out-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(extra: &[&str]) -> Outcome {
+    let mut args = vec![
+        "run",
+        "--machine",
+        MACHINE,
+        "--workload",
+        WORKLOAD,
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    pimdes(&args)
+}
+
+fn run_out(out: &Path) -> Outcome {
+    run(&["--out", out.to_str().unwrap()])
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_symlink_target_is_refused_and_left_alone() {
+    let dir = scratch("symlink");
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let link = dir.join("report.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let o = run_out(&link);
+    assert_bad(&o, &["--out", "report.json", "symbolic link"]);
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert_eq!(entries(&dir), ["report.json", "victim.txt"]);
+}
+
+#[test]
+fn a_device_or_directory_target_is_refused() {
+    let o = run_out(Path::new("/dev/null"));
+    assert_bad(&o, &["--out /dev/null", "not a regular file"]);
+    let dir = scratch("directory");
+    let o = run(&["--trace", dir.to_str().unwrap()]);
+    assert_bad(&o, &["--trace", "is a directory"]);
+}
+
+#[test]
+fn an_input_file_is_never_an_output() {
+    let o = run(&["--out", "./workloads/../workloads/tiny.toml"]);
+    assert_bad(&o, &["--out", "input file given to --workload"]);
+    let o = run(&["--trace", MACHINE]);
+    assert_bad(&o, &["--trace", "input file given to --machine"]);
+}
+
+#[test]
+fn out_and_trace_on_one_path_is_refused() {
+    let dir = scratch("same");
+    let out = dir.join("a.json");
+    let spelled_again = dir.join(".").join("a.json");
+    let o = run(&[
+        "--out",
+        out.to_str().unwrap(),
+        "--trace",
+        spelled_again.to_str().unwrap(),
+    ]);
+    assert_bad(&o, &["--trace", "same file as --out"]);
+    assert!(entries(&dir).is_empty());
+}
+
+#[test]
+fn a_missing_or_unwritable_directory_is_refused_before_simulating() {
+    let o = run_out(Path::new("/nonexistent-pimdes-dir/report.json"));
+    assert_bad(&o, &["--out", "/nonexistent-pimdes-dir", "cannot be used"]);
+    // /proc refuses new files even to root, unlike a directory without write permission.
+    let o = run_out(Path::new("/proc/pimdes-report.json"));
+    assert_bad(&o, &["--out", "cannot create a file in directory `/proc`"]);
+}
+
+#[test]
+fn a_regular_target_is_replaced_whole_with_no_temporary_left() {
+    let dir = scratch("ok");
+    let out = dir.join("report.json");
+    std::fs::write(&out, "old").unwrap();
+    let trace = dir.join("trace.json");
+    let o = run(&[
+        "--out",
+        out.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let report = std::fs::read_to_string(&out).unwrap();
+    assert!(report.starts_with('{') && report.ends_with("}\n"));
+    assert_eq!(entries(&dir), ["report.json", "trace.json"]);
+}
+
+/// The shell closes stdout (`>&-`) before starting the binary.
+#[test]
+fn closed_stdout_exits_1_with_a_message() {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" >&-")
+        .arg(env!("CARGO_BIN_EXE_pimdes"))
+        .args(["partition", "--machine", MACHINE, "--workload", WORKLOAD])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write stdout: it is closed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_exits_1_with_a_message() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(["partition", "--machine", MACHINE, "--workload", WORKLOAD])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closes the only read end before the report is written.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write stdout: Broken pipe"),
+        "{stderr}"
+    );
+}

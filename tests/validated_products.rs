@@ -1,0 +1,58 @@
+//! Values that pass validation one by one but whose products cannot be simulated (time
+//! that overflows, a layout that does not fit) are input errors naming the keys, not panics.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+
+#[test]
+fn a_transfer_rate_too_slow_for_the_machine_is_refused() {
+    let set = "machine.transfer.cpu_dpu_gb_per_s_per_dpu=0.000001";
+    let o = pimdes(&["microbench", "transfer", "--set", set]);
+    assert_bad(
+        &o,
+        &[
+            &format!("--set {set}"),
+            "`transfer.cpu_dpu_gb_per_s_per_dpu`",
+            "2556 DPUs",
+            "dpu.mram_size_bytes",
+            "above the 1000000 s limit",
+        ],
+    );
+    // The same rate on a run's machine file is refused the same way, before simulating.
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        "machines/paper-1012.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "machine.transfer.host_cap_gb_per_s=0.000001",
+    ]);
+    assert_bad(&o, &["`transfer.host_cap_gb_per_s`", "too slow"]);
+}
+
+#[test]
+fn a_microbenchmark_layout_larger_than_mram_is_refused() {
+    let set = "machine.dpu.mram_size_bytes=4096";
+    for suite in ["arithmetic", "mram", "stream", "all"] {
+        let o = pimdes(&["microbench", suite, "--set", set]);
+        assert_bad(
+            &o,
+            &[
+                &format!("--set {set}: key `dpu.mram_size_bytes`"),
+                "microbenchmark lays out",
+                "each DPU has 4096",
+            ],
+        );
+    }
+    // Exactly the layout is enough.
+    let o = pimdes(&[
+        "microbench",
+        "stream",
+        "--json",
+        "--set",
+        "machine.dpu.mram_size_bytes=800768",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+}
