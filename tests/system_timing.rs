@@ -242,3 +242,37 @@ fn spans_on_one_rank_never_overlap_and_segments_tile_each_batch() {
         assert_eq!(b.segments.last().unwrap().end, b.end);
     }
 }
+
+#[test]
+fn a_batch_without_dpu_work_does_not_hold_up_the_next_batches_turn() {
+    // Two batches in flight: batch 0 launches for 1,000 us; batch 1 only computes on the
+    // host and ends while batch 0 still holds the DPUs; batch 2 must get the DPUs after
+    // batch 0, not wait for batch 1's turn forever.
+    let m = common::machine(&["ranks=1", "usable_dpus=64"]);
+    let with_dpus = Program {
+        stages: stages(),
+        steps: vec![host(10, 32), launch(&[1000; 64])],
+    };
+    let host_only = Program {
+        stages: stages(),
+        steps: vec![host(10, 32)],
+    };
+    let t = Executor::<std::convert::Infallible>::run(
+        &m,
+        protocol(LaunchMode::Sync, 2, Arrival::Closed),
+        4,
+        |b, _| {
+            Ok(if b % 2 == 1 {
+                host_only.clone()
+            } else {
+                with_dpus.clone()
+            })
+        },
+    )
+    .unwrap();
+    assert_eq!(t.batches.len(), 4);
+    let end = |b: u64| t.batches.iter().find(|x| x.batch == b).unwrap().end;
+    assert!(end(1) < end(0), "the host-only batch ends first");
+    // Batch 2 launches right when batch 0's kernel ends.
+    assert_eq!(end(2) - end(0), Time(1150 * US));
+}

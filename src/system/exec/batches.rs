@@ -30,6 +30,9 @@ impl<E> Executor<'_, E> {
         self.next_batch += 1;
         let program = (self.prepare)(batch, queries)?;
         program.assert_valid(self.p.dpus);
+        if program.dpu_phase().is_none() {
+            self.without_phase.insert(batch);
+        }
         let first_query = self.consumed;
         self.consumed += queries;
         self.slots[s as usize].active = Some(Active {
@@ -75,17 +78,10 @@ impl<E> Executor<'_, E> {
     }
 
     /// Batches without a DPU phase do not take a turn on the DPUs.
+    /// (They are remembered from their start on, so one that has already ended is skipped
+    /// too.)
     pub(super) fn skip_turns_without_phase(&mut self) {
-        loop {
-            let turn = self.dpu_turn;
-            let without = self.slots.iter().any(|sl| {
-                sl.active
-                    .as_ref()
-                    .is_some_and(|a| a.timing.batch == turn && a.program.dpu_phase().is_none())
-            });
-            if !without {
-                return;
-            }
+        while self.without_phase.remove(&self.dpu_turn) {
             self.dpu_turn += 1;
         }
     }

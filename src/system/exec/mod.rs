@@ -319,6 +319,8 @@ pub struct Executor<'p, E> {
     /// The slot whose batch holds the DPUs, and the next batch allowed to take them.
     dpu_holder: Option<u32>,
     dpu_turn: u64,
+    /// Started batches that never use the DPUs and whose turn has not come yet.
+    without_phase: std::collections::BTreeSet<u64>,
     next_batch: u64,
     /// Queries taken by batches so far (open arrivals).
     consumed: u64,
@@ -364,6 +366,7 @@ impl<'p, E> Executor<'p, E> {
             total_batches,
             dpu_holder: None,
             dpu_turn: 0,
+            without_phase: std::collections::BTreeSet::new(),
             next_batch: 0,
             consumed: 0,
             timeline: Timeline::default(),
