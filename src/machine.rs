@@ -640,6 +640,16 @@ fn check_transfer_products(
         ),
         ("transfer.host_cap_gb_per_s", t.host_cap_bytes_per_s),
     ];
+    // The ownership switch is paid rank after rank; a machine has at most `dpus` ranks.
+    let switch_ps = u128::from(t.ownership_switch_per_rank.ps()) * u128::from(dpus);
+    if switch_ps > u128::from(MAX_FULL_TRANSFER_S) * u128::from(crate::engine::PS_PER_S) {
+        return Err(source.error_at(
+            "transfer.ownership_switch_us_per_rank",
+            format!(
+                "switching the MRAM of every rank ({dpus} DPUs at most) would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller switch cost"
+            ),
+        ));
+    }
     for (key, bytes_per_s) in rates {
         let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
         if seconds > u128::from(MAX_FULL_TRANSFER_S) {

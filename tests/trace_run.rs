@@ -157,7 +157,24 @@ fn the_trace_is_byte_identical_on_one_and_all_threads() {
 fn bad_trace_flags_are_input_errors() {
     let path = trace_path("bad.json");
     let p = path.to_str().unwrap();
+    let many: Vec<String> = (0..16).map(|d| d.to_string()).collect();
+    let many = many.join(",");
     for (flags, needle) in [
+        (
+            vec![
+                "--trace",
+                p,
+                "--trace-batches",
+                "0..5",
+                "--trace-dpus",
+                &many,
+            ],
+            "at most 64",
+        ),
+        (
+            vec!["--trace", p, "--trace-batches", "18446744073709551615"],
+            "--trace-batches",
+        ),
         (
             vec!["--trace", p, "--trace-batches", "3..3"],
             "--trace-batches",

@@ -5,7 +5,9 @@ use super::{CommonArgs, choose_partitioner, command_line, load_inputs, table, wr
 use crate::config::InputError;
 use crate::error::Error;
 use crate::experiments::run::{Progress, RunReport, Silent, run_traced};
-use crate::experiments::timeline::{MAX_TRACE_EVENTS, TraceDpus, TraceRequest};
+use crate::experiments::timeline::{
+    MAX_TRACE_EVENTS, MAX_TRACED_DPU_BATCHES, TraceDpus, TraceRequest,
+};
 use crate::machine::Machine;
 use crate::trace::Trace;
 use crate::workload::Workload;
@@ -91,7 +93,7 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
         Some((a, b)) => number(a)?..number(b)?,
         None => {
             let a = number(text)?;
-            a..a + 1
+            a..a.saturating_add(1)
         }
     };
     if range.start >= range.end || range.end > total {
@@ -112,11 +114,23 @@ fn trace_request(
     if args.trace.is_none() {
         return Ok(None);
     }
-    Ok(Some(TraceRequest {
+    let request = TraceRequest {
         batches: trace_batches(&args.trace_batches, workload)?,
         dpus: trace_dpus(&args.trace_dpus, machine.dpus)?,
         max_events: MAX_TRACE_EVENTS,
-    }))
+    };
+    if request.recordings() > MAX_TRACED_DPU_BATCHES {
+        return Err(InputError::plain(
+            "--trace-batches",
+            format!(
+                "{} batches x {} DPUs is {} DPU timelines; a trace holds at most {MAX_TRACED_DPU_BATCHES}: trace fewer batches (--trace-batches) or DPUs (--trace-dpus)",
+                request.batches.end - request.batches.start,
+                request.recordings() / (request.batches.end - request.batches.start).max(1),
+                request.recordings()
+            ),
+        ));
+    }
+    Ok(Some(request))
 }
 
 /// Writes the trace atomically and says what it holds.

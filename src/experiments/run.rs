@@ -250,11 +250,11 @@ fn record_for(trace: Option<&TraceRequest>, b: u64) -> Record {
     match trace {
         Some(t) if t.batches.contains(&b) => match &t.dpus {
             TraceDpus::Busiest => Record::Busiest {
-                max_spans: t.max_events,
+                max_spans: t.spans_per_recording(),
             },
             TraceDpus::List(dpus) => Record::Dpus {
                 dpus: dpus.clone(),
-                max_spans: t.max_events,
+                max_spans: t.spans_per_recording(),
             },
         },
         _ => Record::Nothing,
@@ -425,11 +425,14 @@ fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
         .filter(|w| w[0] >= window_start)
         .map(|w| (w[1] - w[0]).as_us_f64())
         .collect();
-    let queries: u64 = measured.iter().map(|b| b.queries).sum();
+    // The window holds the batches that end in it: with several batches in flight a
+    // measured batch could end before the last warm-up one, and is then left out.
+    let in_window: Vec<&&BatchTiming> = by_batch.iter().filter(|b| b.end > window_start).collect();
+    let queries: u64 = in_window.iter().map(|b| b.queries).sum();
     Timing {
         batch_time: mean_std(&times),
         batch_interval: MeanStd {
-            mean: window.as_us_f64() / measured.len().max(1) as f64,
+            mean: window.as_us_f64() / in_window.len().max(1) as f64,
             stddev: mean_std(&intervals).stddev,
         },
         throughput_queries_per_s: queries as f64 / window.as_s_f64().max(1e-12),

@@ -33,6 +33,27 @@ pub struct TraceRequest {
     pub max_events: usize,
 }
 
+/// At most this many (batch, DPU) pairs are recorded tasklet by tasklet in one trace.
+pub const MAX_TRACED_DPU_BATCHES: u64 = 64;
+
+impl TraceRequest {
+    /// The (batch, DPU) pairs recorded tasklet by tasklet.
+    pub fn recordings(&self) -> u64 {
+        let dpus = match &self.dpus {
+            TraceDpus::Busiest => 1,
+            TraceDpus::List(list) => list.len() as u64,
+        };
+        (self.batches.end - self.batches.start).saturating_mul(dpus)
+    }
+
+    /// Spans each recording may keep: the file's bound shared among them, so the
+    /// recordings never hold more than the trace can write.
+    pub fn spans_per_recording(&self) -> usize {
+        let n = self.recordings().clamp(1, MAX_TRACED_DPU_BATCHES) as usize;
+        self.max_events / n
+    }
+}
+
 const PID_BATCHES: u32 = 1;
 const PID_HOST: u32 = 2;
 const PID_RANKS: u32 = 3;
@@ -73,11 +94,14 @@ pub fn build_trace(
         }
     }
     for s in timeline.spans.iter().filter(|s| wanted(s.batch)) {
-        let stage = batches
-            .iter()
-            .find(|b| b.batch == s.batch)
-            .and_then(|b| b.stages.get(s.stage))
-            .map_or("", |st| st.name);
+        let stage = match s.stage {
+            None => "waiting",
+            Some(i) => batches
+                .iter()
+                .find(|b| b.batch == s.batch)
+                .and_then(|b| b.stages.get(i))
+                .map_or("", |st| st.name),
+        };
         let mut args = vec![("batch", ArgValue::U64(s.batch)), ("stage", stage.into())];
         if s.bytes > 0 {
             args.push(("bytes", ArgValue::U64(s.bytes)));

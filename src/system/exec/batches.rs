@@ -135,9 +135,13 @@ impl<E> Executor<'_, E> {
         match a.fused.take() {
             Some(f) => {
                 let read_stage = a.program.steps[a.pc + 1].stage();
+                // The kernel's share ends when the host has seen the last rank finish.
                 let split = f
-                    .last
-                    .and_then(|r| f.detected[r as usize])
+                    .detected
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .max()
                     .unwrap_or(now)
                     .clamp(start, now);
                 a.timing.segments.push(Segment {
@@ -188,7 +192,12 @@ impl<E> Executor<'_, E> {
                 end: now,
             });
             if since < now {
-                self.span(s, Track::Slot(s), ("waiting for the DPUs", 0), (since, now));
+                self.span(
+                    s,
+                    Track::Slot(s),
+                    ("waiting for the DPUs", None),
+                    (since, now),
+                );
             }
             self.issue_step(s, now)?;
         }
@@ -217,7 +226,12 @@ impl<E> Executor<'_, E> {
             .running
             .take()
             .expect("a host task was running");
-        self.span(s, Track::Slot(s), (task.name, task.stage), (start, now));
+        self.span(
+            s,
+            Track::Slot(s),
+            (task.name, Some(task.stage)),
+            (start, now),
+        );
         if let Some(span) = self.timeline.spans.last_mut() {
             span.threads = task.threads;
         }

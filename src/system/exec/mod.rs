@@ -93,7 +93,8 @@ pub struct Span {
     pub batch: u64,
     pub track: Track,
     pub name: &'static str,
-    pub stage: usize,
+    /// The program's stage, or `None` for a wait for the DPUs.
+    pub stage: Option<usize>,
     pub start: Time,
     pub end: Time,
     /// Bytes moved (transfers), 0 otherwise.
@@ -210,8 +211,6 @@ struct HostTask {
 struct Fused {
     launch_stage: usize,
     detected: Vec<Option<Time>>,
-    /// The rank whose read ended last so far.
-    last: Option<u32>,
     /// Per rank: the read's bytes and rate limit, if it has anything to read.
     reads: Vec<Option<(u64, u64)>>,
 }
@@ -303,7 +302,7 @@ impl Params {
     }
 }
 
-/// Upper bound on the executor's events per batch step and rank, to stop a runaway model.
+/// Upper bound on the executor's events per batch, to stop a runaway model.
 const MAX_EVENTS_PER_BATCH: u64 = 1 << 24;
 
 /// The machine's system-level components running batches.
@@ -455,7 +454,13 @@ impl<'p, E> Executor<'p, E> {
             .expect("the slot runs a batch")
     }
 
-    fn span(&mut self, s: u32, track: Track, what: (&'static str, usize), at: (Time, Time)) {
+    fn span(
+        &mut self,
+        s: u32,
+        track: Track,
+        what: (&'static str, Option<usize>),
+        at: (Time, Time),
+    ) {
         let batch = self.active(s).timing.batch;
         self.timeline.spans.push(Span {
             batch,

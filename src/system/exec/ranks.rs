@@ -183,7 +183,6 @@ impl<E> Executor<'_, E> {
             self.active(s).fused = Some(Fused {
                 launch_stage: stage,
                 detected: vec![None; ranks],
-                last: None,
                 reads,
             });
         }
@@ -289,7 +288,12 @@ impl<E> Executor<'_, E> {
             .running
             .take()
             .expect("an op was running on the lane");
-        self.span(op.slot, Track::Rank(r), (op.name, op.stage), (start, now));
+        self.span(
+            op.slot,
+            Track::Rank(r),
+            (op.name, Some(op.stage)),
+            (start, now),
+        );
         if let (LaneWork::Flow { bytes, .. }, Some(span)) =
             (op.work, self.timeline.spans.last_mut())
         {
@@ -315,15 +319,7 @@ impl<E> Executor<'_, E> {
                 self.schedule(Key::Detect(r), at);
                 return Ok(());
             }
-            Job::Launch => {}
-            Job::Read => {
-                let f = self
-                    .active(s)
-                    .fused
-                    .as_mut()
-                    .expect("reads belong to a fused launch");
-                f.last = Some(r);
-            }
+            Job::Launch | Job::Read => {}
         }
         self.one_job_less(s, now)
     }
@@ -347,11 +343,7 @@ impl<E> Executor<'_, E> {
             None => None,
             Some(f) => {
                 f.detected[r as usize] = Some(now);
-                let read = f.reads[r as usize];
-                if read.is_none() {
-                    f.last = Some(r);
-                }
-                read
+                f.reads[r as usize]
             }
         };
         if read.is_none() {
