@@ -62,5 +62,8 @@ fn an_ownership_switch_too_slow_for_every_rank_is_refused() {
     // 1e9 us per rank on the 2,556-DPU machine: over 1e6 s to switch every rank.
     let set = "machine.transfer.ownership_switch_us_per_rank=1e9";
     let o = pimdes(&["microbench", "transfer", "--set", set]);
-    assert_bad(&o, &["`transfer.ownership_switch_us_per_rank`", "simulated time"]);
+    assert_bad(
+        &o,
+        &["`transfer.ownership_switch_us_per_rank`", "simulated time"],
+    );
 }

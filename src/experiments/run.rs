@@ -280,20 +280,22 @@ pub fn drive(
         kernel_wall_s: 0.0,
         tasklets: Vec::new(),
     };
-    let timeline = Executor::run(machine, protocol_of(workload), total, |b, n| {
-        progress.batch(b, total);
-        let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
-        g.tasklets
-            .extend(work.timelines.into_iter().map(|(d, t)| (b, d, t)));
-        g.events += work.events;
-        g.kernel_wall_s += work.kernel_wall_s;
-        if b >= warmup {
-            for t in &work.dpu_kernel {
-                g.kernel_ns.saturating_record(t.ps().div_ceil(1000).max(1));
+    let keep_spans = trace.map_or(0..0, |t| t.batches.clone());
+    let timeline =
+        Executor::run_keeping(machine, protocol_of(workload), total, keep_spans, |b, n| {
+            progress.batch(b, total);
+            let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
+            g.tasklets
+                .extend(work.timelines.into_iter().map(|(d, t)| (b, d, t)));
+            g.events += work.events;
+            g.kernel_wall_s += work.kernel_wall_s;
+            if b >= warmup {
+                for t in &work.dpu_kernel {
+                    g.kernel_ns.saturating_record(t.ps().div_ceil(1000).max(1));
+                }
             }
-        }
-        Ok::<Program, Error>(work.program)
-    })?;
+            Ok::<Program, Error>(work.program)
+        })?;
     progress.phase("done");
     let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
     let report = report(machine, workload, index, config, init, &timeline, g, wall);

@@ -192,12 +192,17 @@ impl<E> Executor<'_, E> {
                 end: now,
             });
             if since < now {
-                self.span(
-                    s,
-                    Track::Slot(s),
-                    ("waiting for the DPUs", None),
-                    (since, now),
-                );
+                let batch = self.active(s).timing.batch;
+                self.span(Span {
+                    batch,
+                    track: Track::Slot(s),
+                    name: "waiting for the DPUs",
+                    stage: None,
+                    start: since,
+                    end: now,
+                    bytes: 0,
+                    threads: 0,
+                });
             }
             self.issue_step(s, now)?;
         }
@@ -226,15 +231,17 @@ impl<E> Executor<'_, E> {
             .running
             .take()
             .expect("a host task was running");
-        self.span(
-            s,
-            Track::Slot(s),
-            (task.name, Some(task.stage)),
-            (start, now),
-        );
-        if let Some(span) = self.timeline.spans.last_mut() {
-            span.threads = task.threads;
-        }
+        let batch = self.active(s).timing.batch;
+        self.span(Span {
+            batch,
+            track: Track::Slot(s),
+            name: task.name,
+            stage: Some(task.stage),
+            start,
+            end: now,
+            bytes: 0,
+            threads: task.threads,
+        });
         match task.then {
             Then::StepDone => self.step_done(s, now)?,
             Then::Transfer => self.start_transfer_lanes(s, now)?,

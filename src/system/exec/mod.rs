@@ -318,6 +318,8 @@ pub struct Executor<'p, E> {
     /// The slot whose batch holds the DPUs, and the next batch allowed to take them.
     dpu_holder: Option<u32>,
     dpu_turn: u64,
+    /// Batches whose spans are kept.
+    keep_spans: std::ops::Range<u64>,
     /// Started batches that never use the DPUs and whose turn has not come yet.
     without_phase: std::collections::BTreeSet<u64>,
     next_batch: u64,
@@ -347,6 +349,18 @@ impl<'p, E> Executor<'p, E> {
         total_batches: u64,
         prepare: impl FnMut(u64, u64) -> Result<Program, E> + 'p,
     ) -> Result<Timeline, E> {
+        Self::run_keeping(machine, protocol, total_batches, 0..u64::MAX, prepare)
+    }
+
+    /// As [`Executor::run`], keeping the spans of the batches in `keep_spans` only (spans
+    /// are for traces; a long run without a trace keeps none).
+    pub fn run_keeping(
+        machine: &Machine,
+        protocol: Protocol,
+        total_batches: u64,
+        keep_spans: std::ops::Range<u64>,
+        prepare: impl FnMut(u64, u64) -> Result<Program, E> + 'p,
+    ) -> Result<Timeline, E> {
         assert!(
             protocol.batches_in_flight >= 1,
             "at least one batch in flight"
@@ -366,6 +380,7 @@ impl<'p, E> Executor<'p, E> {
             dpu_holder: None,
             dpu_turn: 0,
             without_phase: std::collections::BTreeSet::new(),
+            keep_spans,
             next_batch: 0,
             consumed: 0,
             timeline: Timeline::default(),
@@ -454,24 +469,11 @@ impl<'p, E> Executor<'p, E> {
             .expect("the slot runs a batch")
     }
 
-    fn span(
-        &mut self,
-        s: u32,
-        track: Track,
-        what: (&'static str, Option<usize>),
-        at: (Time, Time),
-    ) {
-        let batch = self.active(s).timing.batch;
-        self.timeline.spans.push(Span {
-            batch,
-            track,
-            name: what.0,
-            stage: what.1,
-            start: at.0,
-            end: at.1,
-            bytes: 0,
-            threads: 0,
-        });
+    /// Keeps `span` if its batch is among those whose spans are kept.
+    fn span(&mut self, span: Span) {
+        if self.keep_spans.contains(&span.batch) {
+            self.timeline.spans.push(span);
+        }
     }
 }
 

@@ -288,17 +288,21 @@ impl<E> Executor<'_, E> {
             .running
             .take()
             .expect("an op was running on the lane");
-        self.span(
-            op.slot,
-            Track::Rank(r),
-            (op.name, Some(op.stage)),
-            (start, now),
-        );
-        if let (LaneWork::Flow { bytes, .. }, Some(span)) =
-            (op.work, self.timeline.spans.last_mut())
-        {
-            span.bytes = bytes;
-        }
+        let bytes = match op.work {
+            LaneWork::Flow { bytes, .. } => bytes,
+            _ => 0,
+        };
+        let batch = self.active(op.slot).timing.batch;
+        self.span(Span {
+            batch,
+            track: Track::Rank(r),
+            name: op.name,
+            stage: Some(op.stage),
+            start,
+            end: now,
+            bytes,
+            threads: 0,
+        });
         if op.ends_job {
             self.job_done(op.slot, r, op.job, now)?;
         }
