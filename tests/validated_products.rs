@@ -67,3 +67,22 @@ fn an_ownership_switch_too_slow_for_every_rank_is_refused() {
         &["`transfer.ownership_switch_us_per_rank`", "simulated time"],
     );
 }
+
+#[test]
+fn fixed_costs_that_would_overflow_simulated_time_are_refused() {
+    // 1,000 s of polling per batch over 2,002 batches: beyond the 10^6 s limit.
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "machine.transfer.poll_interval_us=1e9",
+        "--set",
+        "batches.measured=2000",
+        "--set",
+        "queries.batch_size=100",
+    ]);
+    assert_bad(&o, &["`batches.measured`", "fixed costs alone"]);
+}

@@ -3,6 +3,7 @@
 //! index (answers checked against its plain reference) and timed by the system executor
 //! under the workload's host protocol; the report is measured from the executor's spans.
 
+use crate::config::InputError;
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::error::Error;
@@ -218,6 +219,7 @@ pub fn run_traced(
     trace: Option<&TraceRequest>,
 ) -> Result<(RunReport, Option<Trace>), Error> {
     let wall = std::time::Instant::now();
+    check_fixed_costs(machine, workload)?;
     let mut index = index::build(machine, workload, partitioner, &mut |p| progress.phase(p))?;
     let mut raw_workload = workload.raw.clone();
     raw_workload.partition.partitioner = partitioner.name().to_owned();
@@ -234,6 +236,33 @@ pub fn run_traced(
         wall,
         trace,
     )
+}
+
+/// Simulated time the batches' fixed costs may add up to (u64 picoseconds hold about
+/// 1.8e7 s; the rest is left for the kernels and transfers).
+const MAX_FIXED_COSTS_S: u128 = 1_000_000;
+
+/// Refuses, before anything is built, a run whose fixed costs alone (two SDK calls, a
+/// launch, a poll and every rank's ownership switch per batch) would overflow simulated
+/// time.
+fn check_fixed_costs(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
+    let t = &machine.transfer;
+    let per_batch_ps = 2 * t.call_fixed.ps() as u128
+        + t.launch_fixed.ps() as u128
+        + t.poll_interval.ps() as u128
+        + t.ownership_switch_per_rank.ps() as u128 * machine.ranks as u128;
+    let total_s = per_batch_ps * workload.total_batches() as u128 / crate::engine::PS_PER_S as u128;
+    if total_s <= MAX_FIXED_COSTS_S {
+        return Ok(());
+    }
+    Err(workload.attribution.error_at(
+        "batches.measured",
+        format!(
+            "{} batches would spend {total_s} s of simulated time on fixed costs alone (transfer.call_fixed_us, launch_fixed_us, poll_interval_us and ownership_switch_us_per_rank x {} ranks), above the {MAX_FIXED_COSTS_S} s limit; run fewer batches or give smaller fixed costs",
+            workload.total_batches(),
+            machine.ranks
+        ),
+    ))
 }
 
 /// What the driver gathers while the batches run.
