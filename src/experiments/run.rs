@@ -495,7 +495,7 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
 }
 
 /// The run report's own keys, which an index's keys must not shadow.
-pub const RESERVED_KEYS: [&str; 23] = [
+pub const RESERVED_KEYS: [&str; 21] = [
     "index",
     "dpus",
     "tasklets",
@@ -517,8 +517,6 @@ pub const RESERVED_KEYS: [&str; 23] = [
     "version",
     "config",
     "host",
-    "index_rows",
-    "index_fields",
 ];
 
 #[allow(clippy::too_many_arguments)]

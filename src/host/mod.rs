@@ -19,7 +19,7 @@
 //!   host access to a rank after a launch pays the MRAM ownership switch,
 //!   `ownership_switch_per_rank` of host time per rank.
 
-use crate::engine::{Clock, Cycles, Time};
+use crate::engine::{Cycles, Time};
 use crate::machine::{HostParams, Machine};
 use crate::system::exec::{Executor, Protocol};
 use crate::system::program::{Class, Program, Stage, Step, TransferKind};
@@ -61,15 +61,8 @@ pub fn moved_bytes(machine: &Machine, kind: TransferKind, sizes: &[u64]) -> u64 
     let mut first = 0usize;
     let mut moved = 0u64;
     for &n in &machine.usable_dpus_per_rank {
-        let rank = &sizes[first..first + n as usize];
+        moved += kind.rank_bytes(&sizes[first..first + n as usize]).1;
         first += n as usize;
-        moved += match kind {
-            TransferKind::Serial => rank.iter().sum(),
-            TransferKind::Parallel | TransferKind::Broadcast => {
-                let count = rank.iter().filter(|&&s| s > 0).count() as u64;
-                count * rank.iter().copied().max().unwrap_or(0)
-            }
-        };
     }
     moved
 }
@@ -78,7 +71,6 @@ pub fn moved_bytes(machine: &Machine, kind: TransferKind, sizes: &[u64]) -> u64 
 #[derive(Debug, Clone)]
 pub struct Host {
     machine: Machine,
-    dpu_clock: Clock,
 }
 
 const STAGE: [Stage; 1] = [Stage {
@@ -90,12 +82,7 @@ impl Host {
     pub fn new(machine: &Machine) -> Host {
         Host {
             machine: machine.clone(),
-            dpu_clock: machine.dpu.clock,
         }
-    }
-
-    pub fn threads(&self) -> u32 {
-        self.machine.host.threads
     }
 
     /// The simulated time of `step` alone on an idle machine (ranks owned by the host).
@@ -170,7 +157,7 @@ impl Host {
     pub fn launch(&self, cycles: &[u64]) -> Time {
         let dpu_time = cycles
             .iter()
-            .map(|&c| self.dpu_clock.to_time(Cycles(c)))
+            .map(|&c| self.machine.dpu.clock.to_time(Cycles(c)))
             .collect();
         self.time_of(Step::Launch { stage: 0, dpu_time })
     }

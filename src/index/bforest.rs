@@ -255,6 +255,20 @@ impl BForest {
         }
     }
 
+    /// IF_d of the placement, and IF_q's mean over the measured batches.
+    fn imbalance(&self) -> RunImbalance {
+        let totals: Vec<u64> = self
+            .partitioning
+            .pairs_per_dpu(&self.prepared.loads)
+            .iter()
+            .map(|&(c, h)| c + h)
+            .collect();
+        RunImbalance {
+            data: imbalance_factor(&totals),
+            queries: self.tally.if_q_sum / self.tally.batches.max(1) as f64,
+        }
+    }
+
     fn tally(&mut self, batches: &[DpuBatch], metrics: [&Metrics; 3]) {
         let served: Vec<u64> = batches.iter().map(distinct_queries).collect();
         self.tally.batches += 1;
@@ -354,12 +368,6 @@ impl Index for BForest {
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         let n = self.tally.batches.max(1) as f64;
-        let totals: Vec<u64> = self
-            .partitioning
-            .pairs_per_dpu(&self.prepared.loads)
-            .iter()
-            .map(|&(c, h)| c + h)
-            .collect();
         let policy = |name: &str, sums: &BTreeMap<&'static str, f64>| PolicyReport {
             name: name.to_owned(),
             metrics: sums.iter().map(|(k, v)| (k.to_string(), v / n)).collect(),
@@ -367,10 +375,7 @@ impl Index for BForest {
         let s = &self.tally.metric_sums;
         let fields = ForestFields {
             partitioner: self.partitioner.clone(),
-            imbalance: RunImbalance {
-                data: imbalance_factor(&totals),
-                queries: self.tally.if_q_sum / n,
-            },
+            imbalance: self.imbalance(),
             policies: PoliciesReport {
                 routing: policy(self.policies.routing.name(), &s[0]),
                 evaluation: policy(self.policies.evaluation.name(), &s[1]),
@@ -384,21 +389,10 @@ impl Index for BForest {
     }
 
     fn table_rows(&self) -> Vec<(String, String)> {
-        let r = self.report();
-        let get = |path: &[&str]| {
-            let mut v = &serde_json::Value::Object(r.clone());
-            for p in path {
-                v = &v[p];
-            }
-            v.as_f64().unwrap_or(f64::NAN)
-        };
+        let i = self.imbalance();
         vec![(
             "IF_q / IF_d".to_owned(),
-            format!(
-                "{:.3} / {:.3}",
-                get(&["imbalance", "queries"]),
-                get(&["imbalance", "data"])
-            ),
+            format!("{:.3} / {:.3}", i.queries, i.data),
         )]
     }
 

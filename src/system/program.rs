@@ -49,6 +49,22 @@ pub enum TransferKind {
     Broadcast,
 }
 
+impl TransferKind {
+    /// What one rank moves for a transfer whose buffers on that rank are `sizes` (0: DPU
+    /// not in the set): (DPUs in the set, bytes moved). Parallel and broadcast transfers
+    /// give every DPU of the set the rank's largest buffer; serial ones move each buffer
+    /// as it is. The one place for the padding rule.
+    pub fn rank_bytes(self, sizes: &[u64]) -> (u64, u64) {
+        let n = sizes.iter().filter(|&&b| b > 0).count() as u64;
+        match self {
+            TransferKind::Serial => (n, sizes.iter().sum()),
+            TransferKind::Parallel | TransferKind::Broadcast => {
+                (n, n * sizes.iter().copied().max().unwrap_or(0))
+            }
+        }
+    }
+}
+
 /// One operation of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {

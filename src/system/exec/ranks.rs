@@ -27,8 +27,7 @@ impl<E> Executor<'_, E> {
                     );
                 }
                 TransferKind::Parallel | TransferKind::Broadcast => {
-                    let n = sizes.iter().filter(|&&b| b > 0).count() as u64;
-                    let max = sizes.iter().copied().max().unwrap_or(0);
+                    let (n, moved) = kind.rank_bytes(sizes);
                     if n == 0 {
                         continue;
                     }
@@ -37,7 +36,7 @@ impl<E> Executor<'_, E> {
                         _ => rank_rate,
                     };
                     let limit = rank_rate.min(dpu_rate.saturating_mul(n));
-                    plan.push((r as u32, n * max, limit));
+                    plan.push((r as u32, moved, limit));
                 }
             }
         }
