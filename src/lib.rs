@@ -2,7 +2,7 @@
 //! B+-Forest and its query density-driven partitioner on top.
 //!
 //! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `index` ->
-//! `policies` -> `forest`, `partition`, `workload` -> `host` -> `system` -> `dpu` ->
+//! `policies` -> `forest`, `pimtree`, `partition`, `workload` -> `host` -> `system` -> `dpu` ->
 //! `trace`, `machine` -> `engine`, `config`, `rng`. `error` is the commands' top-level error
 //! (exit codes); input errors live in `config`. The system executor runs the batch programs
 //! that indexes write; `host` prices single operations on it.
@@ -19,6 +19,7 @@ pub mod index;
 pub mod machine;
 pub mod microbench;
 pub mod partition;
+pub mod pimtree;
 pub mod policies;
 pub mod rng;
 pub mod system;

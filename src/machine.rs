@@ -120,6 +120,11 @@ pub struct RawHost {
     pub route_ns_per_query: f64,
     pub merge_ns_per_result: f64,
     pub pack_ns_per_byte: f64,
+    pub sort_ns_per_element: f64,
+    pub scan_ns_per_element: f64,
+    pub hash_ns_per_key: f64,
+    pub bucket_ns_per_task: f64,
+    pub fill_ns_per_result: f64,
 }
 
 /// The validated machine.
@@ -230,6 +235,16 @@ pub struct HostParams {
     pub route_ps_per_query: u64,
     pub merge_ps_per_result: u64,
     pub pack_ps_per_byte: u64,
+    /// PIM-tree's host work: a comparison sort, per element of a batch.
+    pub sort_ps_per_element: u64,
+    /// One sequential pass (flag, pack, split), per element.
+    pub scan_ps_per_element: u64,
+    /// Hashing a key to its DPU.
+    pub hash_ps_per_key: u64,
+    /// Placing a task into its DPU's buffer (counting sort).
+    pub bucket_ps_per_task: u64,
+    /// Copying a reply to one original query.
+    pub fill_ps_per_result: u64,
 }
 
 impl Machine {
@@ -673,6 +688,11 @@ fn validate_host(h: &RawHost, source: &Source) -> Result<HostParams, InputError>
         route_ps_per_query: ns_to_ps(source, "host.route_ns_per_query", h.route_ns_per_query)?,
         merge_ps_per_result: ns_to_ps(source, "host.merge_ns_per_result", h.merge_ns_per_result)?,
         pack_ps_per_byte: ns_to_ps(source, "host.pack_ns_per_byte", h.pack_ns_per_byte)?,
+        sort_ps_per_element: ns_to_ps(source, "host.sort_ns_per_element", h.sort_ns_per_element)?,
+        scan_ps_per_element: ns_to_ps(source, "host.scan_ns_per_element", h.scan_ns_per_element)?,
+        hash_ps_per_key: ns_to_ps(source, "host.hash_ns_per_key", h.hash_ns_per_key)?,
+        bucket_ps_per_task: ns_to_ps(source, "host.bucket_ns_per_task", h.bucket_ns_per_task)?,
+        fill_ps_per_result: ns_to_ps(source, "host.fill_ns_per_result", h.fill_ns_per_result)?,
     })
 }
 

@@ -94,6 +94,7 @@ fn host_cpu_work_is_spread_over_the_threads_it_may_use() {
         queries_routed: 1000,
         results_merged: 500,
         bytes_packed: 4000,
+        ..HostWork::default()
     };
     // 1000 x 60 + 500 x 10 + 4000 x 0.25 = 66,000 ns.
     assert_eq!(host.cpu(work, 1), Time(66_000_000));

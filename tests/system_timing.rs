@@ -56,6 +56,7 @@ fn protocol(launch: LaunchMode, in_flight: u32, arrival: Arrival) -> Protocol {
         batches_in_flight: in_flight,
         arrival,
         batch_size: 1000,
+        poll_interval: None,
     }
 }
 

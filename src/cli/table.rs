@@ -132,17 +132,20 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
 
 fn run_heading(r: &crate::experiments::run::RunReport) -> String {
     let w = &r.config.workload;
+    let partitioner = match r.index_str("partitioner") {
+        "" => String::new(),
+        name => format!(", partitioner {name}"),
+    };
     format!(
-        "{} on {} ({} DPUs, {} tasklets), partitioner {}, {} pairs, {} {} queries per batch, skew {}, seed {}",
-        if r.index == "b+forest" {
-            "B+-Forest"
-        } else {
-            &r.index
+        "{} on {} ({} DPUs, {} tasklets){partitioner}, {} pairs, {} {} queries per batch, skew {}, seed {}",
+        match r.index.as_str() {
+            "b+forest" => "B+-Forest",
+            "pim-tree" => "PIM-tree",
+            other => other,
         },
         r.config.machine.name,
         r.dpus,
         r.tasklets,
-        r.index_str("partitioner"),
         w.data.pairs,
         r.queries_per_batch,
         w.queries.kind.name(),

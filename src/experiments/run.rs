@@ -84,6 +84,8 @@ pub struct ProtocolReport {
     pub arrival: ArrivalMode,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queries_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub poll_interval_us: Option<f64>,
 }
 
 /// Facts about the simulating host; determinism comparisons ignore this block.
@@ -197,6 +199,7 @@ pub fn protocol_of(workload: &Workload) -> Protocol {
             _ => Arrival::Closed,
         },
         batch_size: workload.batch_size,
+        poll_interval: workload.poll_interval_us.map(|_| Time(poll_ps(workload))),
     }
 }
 
@@ -249,7 +252,7 @@ fn check_fixed_costs(machine: &Machine, workload: &Workload) -> Result<(), Input
     let t = &machine.transfer;
     let per_batch_ps = 2 * t.call_fixed.ps() as u128
         + t.launch_fixed.ps() as u128
-        + t.poll_interval.ps() as u128
+        + t.poll_interval.ps().max(poll_ps(workload)) as u128
         + t.ownership_switch_per_rank.ps() as u128 * machine.ranks as u128;
     let total_s = per_batch_ps * workload.total_batches() as u128 / crate::engine::PS_PER_S as u128;
     if total_s <= MAX_FIXED_COSTS_S {
@@ -263,6 +266,13 @@ fn check_fixed_costs(machine: &Machine, workload: &Workload) -> Result<(), Input
             machine.ranks
         ),
     ))
+}
+
+/// The run's own poll interval, picoseconds (0 when it uses the machine's).
+fn poll_ps(workload: &Workload) -> u64 {
+    workload
+        .poll_interval_us
+        .map_or(0, |us| (us * 1e6).round() as u64)
 }
 
 /// What the driver gathers while the batches run.
@@ -555,6 +565,7 @@ fn report(
             batches_in_flight: workload.batches_in_flight,
             arrival: workload.arrival,
             queries_per_s: workload.queries_per_s,
+            poll_interval_us: workload.poll_interval_us,
         },
         batch_time_us: t.batch_time,
         batch_interval_us: t.batch_interval,

@@ -44,24 +44,42 @@ pub struct HostWork {
     pub queries_routed: u64,
     pub results_merged: u64,
     pub bytes_packed: u64,
+    /// PIM-tree's host work (see [`HostParams`] for each unit).
+    pub elements_sorted: u64,
+    pub elements_scanned: u64,
+    pub keys_hashed: u64,
+    pub tasks_bucketed: u64,
+    pub results_filled: u64,
 }
 
 impl HostWork {
     /// Picoseconds of one host thread this work takes under the host cost model.
     pub fn single_thread_ps(&self, host: &HostParams) -> u64 {
-        let ps = self.queries_routed as u128 * host.route_ps_per_query as u128
-            + self.results_merged as u128 * host.merge_ps_per_result as u128
-            + self.bytes_packed as u128 * host.pack_ps_per_byte as u128;
+        let terms = [
+            (self.queries_routed, host.route_ps_per_query),
+            (self.results_merged, host.merge_ps_per_result),
+            (self.bytes_packed, host.pack_ps_per_byte),
+            (self.elements_sorted, host.sort_ps_per_element),
+            (self.elements_scanned, host.scan_ps_per_element),
+            (self.keys_hashed, host.hash_ps_per_key),
+            (self.tasks_bucketed, host.bucket_ps_per_task),
+            (self.results_filled, host.fill_ps_per_result),
+        ];
+        let ps: u128 = terms.iter().map(|&(n, c)| n as u128 * c as u128).sum();
         u64::try_from(ps).expect("host work fits u64 picoseconds")
     }
 }
 
-/// Bytes a transfer moves (padded per rank for parallel, one copy per DPU for broadcast).
+/// Bytes a transfer moves (padded per rank for parallel, over the set for parallel-all, one
+/// copy per DPU for broadcast).
 pub fn moved_bytes(machine: &Machine, kind: TransferKind, sizes: &[u64]) -> u64 {
+    let set_max = sizes.iter().copied().max().unwrap_or(0);
     let mut first = 0usize;
     let mut moved = 0u64;
     for &n in &machine.usable_dpus_per_rank {
-        moved += kind.rank_bytes(&sizes[first..first + n as usize]).1;
+        moved += kind
+            .rank_bytes(&sizes[first..first + n as usize], set_max)
+            .1;
         first += n as usize;
     }
     moved
@@ -101,7 +119,13 @@ impl Host {
         timeline.batches[0].end
     }
 
-    fn transfer(&self, direction: Direction, kind: TransferKind, sizes: &[u64]) -> TransferCost {
+    /// A transfer of any kind: `sizes[i]` bytes for global DPU `i` (0: not in the set).
+    pub fn transfer(
+        &self,
+        direction: Direction,
+        kind: TransferKind,
+        sizes: &[u64],
+    ) -> TransferCost {
         assert_eq!(
             sizes.len(),
             self.machine.dpus as usize,

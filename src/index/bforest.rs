@@ -10,7 +10,7 @@
 //! | `dpu_to_cpu` | communication | ownership switch, parallel pull of the result buffers |
 //! | `postprocessing` | cpu | merge on all host threads |
 
-use super::{BatchWork, Index, IndexError, MramNeed, Record};
+use super::{BatchWork, Index, IndexError, MramNeed, Record, streaming_time};
 use crate::config::InputError;
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
@@ -535,15 +535,6 @@ fn distinct_queries(batch: &DpuBatch) -> u64 {
     n
 }
 
-/// DPU time to stream `bytes` through the DMA engine in 2,048-byte transfers.
-fn streaming_time(machine: &Machine, bytes: u64) -> Time {
-    let per_block = machine.dpu.dma.occupancy_cycles(2048);
-    machine
-        .dpu
-        .clock
-        .to_time(crate::engine::Cycles(bytes.div_ceil(2048) * per_block))
-}
-
 const INIT_STAGES: [Stage; 3] = [
     Stage {
         name: "transfer",
@@ -596,6 +587,7 @@ fn init_programs(
         queries_routed: batch_size * ends + prepared.loads.chunks() as u64,
         results_merged: 0,
         bytes_packed: 0,
+        ..HostWork::default()
     };
     let partition = vec![Step::Host {
         stage: 2,

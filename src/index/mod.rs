@@ -5,6 +5,7 @@
 //! new index needs no change to the driver, and every index is timed by the same model.
 
 pub mod bforest;
+pub mod pimtree;
 
 use crate::config::InputError;
 use crate::dpu::{LaunchError, TaskletTimeline};
@@ -102,7 +103,17 @@ pub trait Index {
 
 /// Names `run.index` accepts.
 pub fn names() -> &'static [&'static str] {
-    &[bforest::NAME]
+    &[bforest::NAME, pimtree::NAME]
+}
+
+/// [est] DPU time to stream `bytes` through the DMA engine in 2,048-byte transfers (the
+/// one-off builds' kernels).
+pub(crate) fn streaming_time(machine: &Machine, bytes: u64) -> Time {
+    let per_block = machine.dpu.dma.occupancy_cycles(2048);
+    machine
+        .dpu
+        .clock
+        .to_time(crate::engine::Cycles(bytes.div_ceil(2048) * per_block))
 }
 
 /// Builds the index the workload names, with its data placed on `machine`'s DPUs.
@@ -118,6 +129,9 @@ pub fn build(
             workload,
             partitioner,
             progress,
+        )?)),
+        pimtree::NAME => Ok(Box::new(pimtree::PimTree::new(
+            machine, workload, progress,
         )?)),
         other => Err(workload
             .attribution

@@ -147,6 +147,7 @@ impl RoutingPolicy for HostBinarySearch {
                 queries_routed: stats.queries,
                 results_merged: 0,
                 bytes_packed: bytes,
+                ..HostWork::default()
             },
             push_bytes,
             metrics: vec![
@@ -281,6 +282,7 @@ impl PostprocessingPolicy for HostMerge {
                 queries_routed: 0,
                 results_merged: fragments,
                 bytes_packed: 0,
+                ..HostWork::default()
             },
             metrics: vec![("bytes_received", received as f64)],
         }

@@ -43,6 +43,9 @@ pub enum Direction {
 pub enum TransferKind {
     /// `dpu_push_xfer`: one buffer per DPU, each rank padded to its largest buffer.
     Parallel,
+    /// `dpu_push_xfer` on the whole DPU set with one size for all: every DPU of the set
+    /// moves the largest buffer over the set (PIM-tree's transfers).
+    ParallelAll,
     /// `dpu_copy_to` / `dpu_copy_from`, one DPU after another.
     Serial,
     /// `dpu_broadcast_to`: one buffer, the same to every DPU of the set (CPU -> DPU only).
@@ -51,16 +54,18 @@ pub enum TransferKind {
 
 impl TransferKind {
     /// What one rank moves for a transfer whose buffers on that rank are `sizes` (0: DPU
-    /// not in the set): (DPUs in the set, bytes moved). Parallel and broadcast transfers
-    /// give every DPU of the set the rank's largest buffer; serial ones move each buffer
-    /// as it is. The one place for the padding rule.
-    pub fn rank_bytes(self, sizes: &[u64]) -> (u64, u64) {
+    /// not in the set) and whose largest buffer over the whole set is `set_max_bytes`:
+    /// (DPUs in the set, bytes moved). Parallel and broadcast transfers give every DPU of
+    /// the set the rank's largest buffer, `ParallelAll` the set's largest; serial ones move
+    /// each buffer as it is. The one place for the padding rule.
+    pub fn rank_bytes(self, sizes: &[u64], set_max_bytes: u64) -> (u64, u64) {
         let n = sizes.iter().filter(|&&b| b > 0).count() as u64;
         match self {
             TransferKind::Serial => (n, sizes.iter().sum()),
             TransferKind::Parallel | TransferKind::Broadcast => {
                 (n, n * sizes.iter().copied().max().unwrap_or(0))
             }
+            TransferKind::ParallelAll => (n, n * set_max_bytes),
         }
     }
 }

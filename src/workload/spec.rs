@@ -97,6 +97,9 @@ pub enum ArrivalMode {
     Open,
 }
 
+/// Upper bound on `run.poll_interval_us` (one simulated second).
+pub const MAX_POLL_INTERVAL_US: f64 = 1e6;
+
 /// Upper bound on `run.batches_in_flight`.
 pub const MAX_BATCHES_IN_FLIGHT: u64 = 4;
 
@@ -124,6 +127,10 @@ pub struct RawRun {
     /// Arrival rate of open arrivals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queries_per_s: Option<f64>,
+    /// How often the host polls after an async launch, if not the machine's
+    /// `transfer.poll_interval_us` (PIM-tree's host sleeps 100 us between polls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_us: Option<f64>,
 }
 
 impl Default for RawRun {
@@ -134,6 +141,7 @@ impl Default for RawRun {
             batches_in_flight: default_in_flight(),
             arrival: ArrivalMode::default(),
             queries_per_s: None,
+            poll_interval_us: None,
             tasklets: default_tasklets(),
             routing: default_routing(),
             evaluation: default_evaluation(),
@@ -228,6 +236,8 @@ pub struct Workload {
     /// The index `pimdes run` runs (checked by the index registry).
     pub index: String,
     pub launch: LaunchMode,
+    /// The run's own poll interval after async launches (`None`: the machine's).
+    pub poll_interval_us: Option<f64>,
     pub batches_in_flight: u32,
     pub arrival: ArrivalMode,
     /// Open arrivals only.
@@ -442,8 +452,17 @@ impl Workload {
                 ),
             );
         }
+        if let Some(us) = r.poll_interval_us
+            && !(us.is_finite() && (0.0..=MAX_POLL_INTERVAL_US).contains(&us))
+        {
+            return err(
+                "run.poll_interval_us",
+                format!("{us} is not between 0 and {MAX_POLL_INTERVAL_US} microseconds"),
+            );
+        }
         Ok(Workload {
             index: r.index.clone(),
+            poll_interval_us: r.poll_interval_us,
             launch: r.launch,
             batches_in_flight: r.batches_in_flight as u32,
             arrival: r.arrival,

@@ -30,9 +30,11 @@
 //! # Protocol
 //!
 //! `launch = sync`: the host waits for every rank, then reads them all in one call.
-//! `launch = async`: the host polls every `transfer.poll_interval_us` from the launch on; a
-//! rank seen finished is read at once (its ownership switch, then its own transfer call),
-//! while the others run. The DPU phase of a batch (its first rank step to its last) holds
+//! `launch = async`: the host polls every `transfer.poll_interval_us` (or the run's
+//! `poll_interval_us`) from the launch on; a rank seen finished is read at once (its
+//! ownership switch, then its own transfer call), while the others run, when the read is a
+//! per-rank parallel one; before any other read (a `ParallelAll` one, say) the host waits
+//! until it has seen every rank. The DPU phase of a batch (its first rank step to its last) holds
 //! the DPUs: phases run one at a time, in batch order.
 
 use super::program::{Direction, Program, Stage, Step, TransferKind};
@@ -65,6 +67,9 @@ pub struct Protocol {
     pub batches_in_flight: u32,
     pub arrival: Arrival,
     pub batch_size: u64,
+    /// How often the host polls after an async launch; `None`: the machine's
+    /// `transfer.poll_interval_us` (an index's host loop may poll less often than the SDK).
+    pub poll_interval: Option<Time>,
 }
 
 impl Protocol {
@@ -75,6 +80,7 @@ impl Protocol {
             batches_in_flight: 1,
             arrival: Arrival::Closed,
             batch_size,
+            poll_interval: None,
         }
     }
 }
@@ -365,7 +371,10 @@ impl<'p, E> Executor<'p, E> {
             protocol.batches_in_flight >= 1,
             "at least one batch in flight"
         );
-        let p = Params::new(machine);
+        let mut p = Params::new(machine);
+        if let Some(interval) = protocol.poll_interval {
+            p.poll_interval = interval;
+        }
         let ranks = p.dpus_per_rank.len();
         let slots = protocol.batches_in_flight as usize;
         let mut ex = Executor {

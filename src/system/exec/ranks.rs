@@ -14,6 +14,7 @@ impl<E> Executor<'_, E> {
         sizes: &[u64],
     ) -> Vec<(u32, u64, u64)> {
         let (dpu_rate, rank_rate) = self.p.rates(direction);
+        let set_max = sizes.iter().copied().max().unwrap_or(0);
         let mut plan = Vec::new();
         for r in 0..self.p.dpus_per_rank.len() {
             let sizes = &sizes[self.p.rank_dpus(r)];
@@ -26,8 +27,8 @@ impl<E> Executor<'_, E> {
                             .map(|&b| (r as u32, b, dpu_rate)),
                     );
                 }
-                TransferKind::Parallel | TransferKind::Broadcast => {
-                    let (n, moved) = kind.rank_bytes(sizes);
+                TransferKind::Parallel | TransferKind::ParallelAll | TransferKind::Broadcast => {
+                    let (n, moved) = kind.rank_bytes(sizes, set_max);
                     if n == 0 {
                         continue;
                     }
@@ -97,8 +98,12 @@ impl<E> Executor<'_, E> {
             } => {
                 let name = match (kind, direction) {
                     (TransferKind::Broadcast, _) => "broadcast",
-                    (TransferKind::Parallel, Direction::CpuDpu) => "push",
-                    (TransferKind::Parallel, Direction::DpuCpu) => "pull",
+                    (TransferKind::Parallel | TransferKind::ParallelAll, Direction::CpuDpu) => {
+                        "push"
+                    }
+                    (TransferKind::Parallel | TransferKind::ParallelAll, Direction::DpuCpu) => {
+                        "pull"
+                    }
                     (TransferKind::Serial, Direction::CpuDpu) => "copy to",
                     (TransferKind::Serial, Direction::DpuCpu) => "copy from",
                 };

@@ -1,0 +1,716 @@
+//! PIM-tree as an [`Index`], for get batches: each key's data node and hash-table entry on
+//! the DPU its hash names, one round per batch (see [`crate::pimtree`]). Its program:
+//!
+//! | stage | class | step |
+//! |---|---|---|
+//! | `sort` | cpu | sort the batch's keys with their positions |
+//! | `task_generation` | cpu | deduplicate, hash to DPUs, fill the per-DPU task buffers |
+//! | `cpu_to_dpu` | communication | one push, every DPU padded to the largest buffer |
+//! | `dpu_kernel` | pim | launch, the get kernel on every DPU |
+//! | `dpu_to_cpu` | communication | ownership switch, one pull padded the same way |
+//! | `fill` | cpu | copy each reply to every query of its key |
+//!
+//! **DPU-major evaluation.** A get round's tasks depend on the batch and the placement
+//! only, never on what the DPUs did before, and the kernel does not change the structures.
+//! So every batch is planned first; then the DPUs are taken in groups whose pairs fit
+//! [`GROUP_PAIR_BYTES`] of host memory: each DPU's image is built, runs every batch's
+//! round, and is dropped. Peak memory holds one group's pairs and a few DPU images, not
+//! every DPU's MRAM (about 22 GB at 500 M pairs). `run_batch` then assembles the batch
+//! from the stored kernel times and replies and checks every answer.
+
+use super::{BatchWork, Index, IndexError, MramNeed, Record, streaming_time};
+use crate::config::InputError;
+use crate::dpu::{Dpu, LaunchError, TaskletTimeline};
+use crate::engine::Time;
+use crate::forest::reference::Reference;
+use crate::host::{HostWork, moved_bytes};
+use crate::machine::Machine;
+use crate::pimtree::gets::GetRound;
+use crate::pimtree::image::{Layout, data_node_capacity, write_image};
+use crate::pimtree::kernel::{GetKernel, read_replies, write_tasks};
+use crate::pimtree::{
+    DATA_NODE_BYTES, MAX_TASKS_PER_DPU, get_reply_buffer_bytes, get_task_buffer_bytes, hash_to_dpu,
+};
+use crate::system::program::{Class, Direction, Program, Stage, Step, TransferKind};
+use crate::workload::spec::{ArrivalMode, LaunchMode};
+use crate::workload::{DataSet, Query, QueryGenerator, QueryKind, Workload};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// The name `run.index` selects PIM-tree by.
+pub const NAME: &str = "pim-tree";
+
+/// Host memory the pairs of one group of DPUs may take while their images are built.
+pub const GROUP_PAIR_BYTES: u64 = 2 << 30;
+/// Chunks generated at once while gathering a group's pairs (bounds the scratch memory).
+const CHUNKS_PER_STEP: usize = 1 << 14;
+
+const STAGES: [Stage; 6] = [
+    Stage {
+        name: "sort",
+        class: Class::Cpu,
+    },
+    Stage {
+        name: "task_generation",
+        class: Class::Cpu,
+    },
+    Stage {
+        name: "cpu_to_dpu",
+        class: Class::Communication,
+    },
+    Stage {
+        name: "dpu_kernel",
+        class: Class::Pim,
+    },
+    Stage {
+        name: "dpu_to_cpu",
+        class: Class::Communication,
+    },
+    Stage {
+        name: "fill",
+        class: Class::Cpu,
+    },
+];
+
+/// One DPU's part of one batch.
+#[derive(Debug, Clone)]
+struct DpuRun {
+    time: Time,
+    events: u64,
+    replies: Vec<(u64, u64)>,
+}
+
+/// What the DPUs did in one batch.
+#[derive(Debug, Clone, Default)]
+struct BatchResult {
+    kernel: Vec<Time>,
+    events: u64,
+    replies: Vec<Vec<(u64, u64)>>,
+}
+
+/// PIM-tree's own measurements, summed over the measured batches.
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    batches: u64,
+    queries: u64,
+    distinct: u64,
+    max_tasks: u64,
+    payload_bytes: u64,
+    moved_bytes: u64,
+}
+
+/// PIM-tree placed on a machine, with every batch's round simulated.
+pub struct PimTree {
+    machine: Machine,
+    tasklets: u32,
+    seed: u64,
+    layout: Layout,
+    data: DataSet,
+    rounds: Vec<GetRound>,
+    reference: Reference,
+    results: Vec<BatchResult>,
+    keys_per_dpu: Vec<u64>,
+    insert_probes: u64,
+    groups: u32,
+    sim_wall_s: f64,
+    /// The last DPU rebuilt for a recording.
+    recorded: Option<Dpu>,
+    protocol_note: Option<String>,
+    tally: Tally,
+}
+
+impl PimTree {
+    /// Generates the data and batches, checks MRAM, and simulates every DPU's rounds.
+    pub fn new(
+        machine: &Machine,
+        workload: &Workload,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<PimTree, IndexError> {
+        check_workload(machine, workload)?;
+        let layout = Layout::new(workload.tasklets);
+        let data = DataSet::generate(workload);
+        let generator = QueryGenerator::new(workload, &data, machine.dpus);
+        progress("generating batches");
+        let mut batches: Vec<Vec<Query>> = (0..workload.total_batches())
+            .map(|b| generator.batch(b))
+            .collect();
+        progress("counting keys per DPU");
+        let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
+        let reference = Reference::new(QueryKind::Get, &views);
+        let keys_per_dpu = count_and_visit(&data, machine.dpus, &reference, &views);
+        progress("planning batches");
+        for (b, batch) in batches.iter_mut().enumerate() {
+            reference.resolved_gets(b, batch);
+        }
+        let rounds: Vec<GetRound> = batches
+            .par_iter()
+            .map(|b| {
+                let keys: Vec<u64> = b.iter().map(|q| q.lo).collect();
+                GetRound::plan(&keys, machine.dpus)
+            })
+            .collect();
+        drop(batches);
+        check_mram(machine, workload, &layout, &keys_per_dpu, &rounds)?;
+        let mut index = PimTree {
+            machine: machine.clone(),
+            tasklets: workload.tasklets,
+            seed: workload.seed,
+            layout,
+            data,
+            results: vec![BatchResult::default(); rounds.len()],
+            rounds,
+            reference,
+            keys_per_dpu,
+            insert_probes: 0,
+            groups: 0,
+            sim_wall_s: 0.0,
+            recorded: None,
+            protocol_note: protocol_note(workload),
+            tally: Tally::default(),
+        };
+        index.simulate(progress)?;
+        Ok(index)
+    }
+
+    /// Builds every DPU's image group by group and runs all its rounds.
+    fn simulate(&mut self, progress: &mut dyn FnMut(&str)) -> Result<(), IndexError> {
+        let started = std::time::Instant::now();
+        let p = self.machine.dpus as usize;
+        for r in &mut self.results {
+            r.kernel = vec![Time::ZERO; p];
+            r.replies = vec![Vec::new(); p];
+        }
+        let groups = dpu_groups(&self.keys_per_dpu, GROUP_PAIR_BYTES / 16);
+        self.groups = groups.len() as u32;
+        for (g, range) in groups.iter().enumerate() {
+            progress(&format!(
+                "simulating DPUs {}..{} (group {} of {})",
+                range.start,
+                range.end,
+                g + 1,
+                groups.len()
+            ));
+            let pairs = pairs_of_dpus(&self.data, self.machine.dpus, range.clone());
+            let runs: Vec<Result<(u64, Vec<DpuRun>), LaunchError>> = pairs
+                .par_iter()
+                .enumerate()
+                .map(|(i, pairs)| self.simulate_dpu(range.start + i as u32, pairs))
+                .collect();
+            for (i, run) in runs.into_iter().enumerate() {
+                let (probes, runs) = run?;
+                self.insert_probes += probes;
+                let d = range.start as usize + i;
+                for (result, run) in self.results.iter_mut().zip(runs) {
+                    result.kernel[d] = run.time;
+                    result.events += run.events;
+                    result.replies[d] = run.replies;
+                }
+            }
+        }
+        self.sim_wall_s = started.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// DPU `d` with its image built from its `pairs`.
+    fn build_dpu(&self, d: u32, pairs: &[(u64, u64)]) -> (Dpu, u64) {
+        let mut dpu = Dpu::new(&self.machine.dpu, d);
+        let stats = write_image(dpu.mram_mut(), &self.layout, self.seed, pairs);
+        (dpu, stats.insert_probes)
+    }
+
+    /// Every batch's round on DPU `d`: (insert probes, one run per batch).
+    fn simulate_dpu(
+        &self,
+        d: u32,
+        pairs: &[(u64, u64)],
+    ) -> Result<(u64, Vec<DpuRun>), LaunchError> {
+        let (mut dpu, probes) = self.build_dpu(d, pairs);
+        let kernel = GetKernel {
+            layout: self.layout.clone(),
+        };
+        let mut runs = Vec::with_capacity(self.rounds.len());
+        for round in &self.rounds {
+            let tasks = &round.tasks[d as usize];
+            write_tasks(dpu.mram_mut(), &self.layout, tasks);
+            let report = dpu
+                .launch(&kernel, self.tasklets)
+                .map_err(|error| LaunchError { dpu: d, error })?;
+            runs.push(DpuRun {
+                time: dpu.duration(&report),
+                events: report.stats.events,
+                replies: read_replies(dpu.mram(), &self.layout, tasks.len()),
+            });
+        }
+        Ok((probes, runs))
+    }
+
+    /// Reruns batch `b` on DPU `d`, recording its tasklets; the rerun must take the cycles
+    /// the first run took.
+    fn record_dpu(
+        &mut self,
+        b: usize,
+        d: u32,
+        max_spans: usize,
+    ) -> Result<TaskletTimeline, IndexError> {
+        if self.recorded.as_ref().map(Dpu::index) != Some(d) {
+            let pairs = pairs_of_dpus(&self.data, self.machine.dpus, d..d + 1);
+            self.recorded = Some(self.build_dpu(d, &pairs[0]).0);
+        }
+        let dpu = self.recorded.as_mut().expect("built above");
+        let tasks = &self.rounds[b].tasks[d as usize];
+        write_tasks(dpu.mram_mut(), &self.layout, tasks);
+        let kernel = GetKernel {
+            layout: self.layout.clone(),
+        };
+        let (report, timeline) = dpu
+            .launch_recorded(&kernel, self.tasklets, max_spans)
+            .map_err(|error| LaunchError { dpu: d, error })?;
+        let again = dpu.duration(&report);
+        let first = self.results[b].kernel[d as usize];
+        if again != first {
+            return Err(IndexError::Verification(format!(
+                "DPU {d}: the recorded rerun of batch {b} took {again:?}, the first run {first:?}"
+            )));
+        }
+        Ok(timeline)
+    }
+
+    fn record(
+        &mut self,
+        b: usize,
+        record: &Record,
+    ) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
+        let (dpus, max_spans) = match record {
+            Record::Nothing => return Ok(Vec::new()),
+            Record::Busiest { max_spans } => {
+                let k = &self.results[b].kernel;
+                let busiest = (0..k.len()).max_by_key(|&d| (k[d], std::cmp::Reverse(d)));
+                (vec![busiest.unwrap_or(0) as u32], *max_spans)
+            }
+            Record::Dpus { dpus, max_spans } => (dpus.clone(), *max_spans),
+        };
+        dpus.into_iter()
+            .map(|d| Ok((d, self.record_dpu(b, d, max_spans)?)))
+            .collect()
+    }
+
+    fn host_step(&self, stage: usize, label: &'static str, work: HostWork) -> Step {
+        Step::Host {
+            stage,
+            label,
+            work_ps: work.single_thread_ps(&self.machine.host),
+            threads: self.machine.host.threads,
+        }
+    }
+
+    /// Batch `b`'s program, with its buffers' payload bytes and the bytes moved.
+    fn program(&self, b: usize) -> (Program, u64, u64) {
+        let round = &self.rounds[b];
+        let push: Vec<u64> = round
+            .tasks
+            .iter()
+            .map(|t| get_task_buffer_bytes(t.len() as u64))
+            .collect();
+        let pull: Vec<u64> = round
+            .tasks
+            .iter()
+            .map(|t| get_reply_buffer_bytes(t.len() as u64))
+            .collect();
+        let payload = push.iter().chain(&pull).sum::<u64>();
+        let moved = moved_bytes(&self.machine, TransferKind::ParallelAll, &push)
+            + moved_bytes(&self.machine, TransferKind::ParallelAll, &pull);
+        let (sort, tasks) = round.load_work();
+        let transfer = |stage, direction, sizes_bytes| Step::Transfer {
+            stage,
+            direction,
+            kind: TransferKind::ParallelAll,
+            sizes_bytes,
+        };
+        let program = Program {
+            stages: STAGES.to_vec(),
+            steps: vec![
+                self.host_step(0, "sort", sort),
+                self.host_step(1, "deduplicate, hash, bucket", tasks),
+                transfer(2, Direction::CpuDpu, push),
+                Step::Launch {
+                    stage: 3,
+                    dpu_time: self.results[b].kernel.clone(),
+                },
+                transfer(4, Direction::DpuCpu, pull),
+                self.host_step(5, "fill", round.fill_work()),
+            ],
+        };
+        (program, payload, moved)
+    }
+
+    /// Every query's answer must equal the reference's.
+    fn verify(&self, b: usize, answers: &[Option<u64>]) -> Result<(), IndexError> {
+        let want = self.reference.answers(b);
+        match (0..answers.len()).find(|&i| answers[i] != want[i]) {
+            None => Ok(()),
+            Some(i) => Err(IndexError::Verification(format!(
+                "batch {b}, query {i} (get): the DPUs answered {:?}, the reference {:?}",
+                answers[i], want[i]
+            ))),
+        }
+    }
+}
+
+impl Index for PimTree {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn init_programs(&self) -> Vec<(&'static str, Program)> {
+        vec![("build", build_program(&self.machine, &self.keys_per_dpu))]
+    }
+
+    fn mram(&self) -> MramNeed {
+        let (dpu, _) = busiest(&self.keys_per_dpu);
+        MramNeed {
+            available_bytes: self.machine.mram_size_bytes,
+            max_needed_bytes: self.layout.end,
+            max_needed_dpu: dpu as u32,
+        }
+    }
+
+    fn run_batch(
+        &mut self,
+        batch: u64,
+        queries: u64,
+        measured: bool,
+        record: &Record,
+    ) -> Result<BatchWork, IndexError> {
+        let b = batch as usize;
+        let round = &self.rounds[b];
+        if queries != round.key_of_query.len() as u64 {
+            return Err(IndexError::Verification(format!(
+                "batch {b}: {queries} queries asked for, {} planned (PIM-tree runs closed arrivals only)",
+                round.key_of_query.len()
+            )));
+        }
+        let answers = round.fill(&self.results[b].replies);
+        self.verify(b, &answers)?;
+        let (program, payload, moved) = self.program(b);
+        if measured {
+            let round = &self.rounds[b];
+            let t = &mut self.tally;
+            t.batches += 1;
+            t.queries += queries;
+            t.distinct += round.distinct.len() as u64;
+            t.max_tasks += round.max_tasks();
+            t.payload_bytes += payload;
+            t.moved_bytes += moved;
+        }
+        let timelines = self.record(b, record)?;
+        let result = &self.results[b];
+        Ok(BatchWork {
+            program,
+            dpu_kernel: result.kernel.clone(),
+            events: result.events,
+            // The DPUs were simulated DPU-major, all batches together: an equal share each.
+            kernel_wall_s: self.sim_wall_s / self.rounds.len() as f64,
+            answers_verified: queries,
+            timelines,
+        })
+    }
+
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        let t = &self.tally;
+        let per_batch = |x: u64| x as f64 / t.batches.max(1) as f64;
+        let per_query = |x: u64| x as f64 / t.queries.max(1) as f64;
+        let keys: u64 = self.keys_per_dpu.iter().sum();
+        let fields = PimTreeFields {
+            operation: "get",
+            rounds_per_batch: 1.0,
+            distinct_keys_per_batch: per_batch(t.distinct),
+            queries_per_distinct_key: t.queries as f64 / t.distinct.max(1) as f64,
+            max_tasks_per_dpu: per_batch(t.max_tasks),
+            payload_bytes_per_query: per_query(t.payload_bytes),
+            moved_bytes_per_query: per_query(t.moved_bytes),
+            max_keys_per_dpu: busiest(&self.keys_per_dpu).1,
+            insert_probes_per_key: self.insert_probes as f64 / keys.max(1) as f64,
+            mram_layout_bytes: self.layout.end,
+            dpu_groups: self.groups,
+        };
+        let mut map = serde_json::Map::new();
+        map.insert(
+            "pim_tree".to_owned(),
+            serde_json::to_value(fields).expect("plain fields serialise"),
+        );
+        map
+    }
+
+    fn table_rows(&self) -> Vec<(String, String)> {
+        let t = &self.tally;
+        let n = t.batches.max(1) as f64;
+        vec![
+            (
+                "distinct keys / batch".to_owned(),
+                format!("{:.0}", t.distinct as f64 / n),
+            ),
+            (
+                "bytes moved / query".to_owned(),
+                format!("{:.1}", t.moved_bytes as f64 / t.queries.max(1) as f64),
+            ),
+        ]
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.protocol_note.iter().cloned().collect()
+    }
+}
+
+/// The PIM-tree keys of the run report (under `pim_tree`).
+#[derive(Debug, Clone, Serialize)]
+struct PimTreeFields {
+    operation: &'static str,
+    rounds_per_batch: f64,
+    distinct_keys_per_batch: f64,
+    /// Queries per distinct key: what query fusion saves.
+    queries_per_distinct_key: f64,
+    /// Tasks of the busiest DPU per batch: every DPU's transfer is padded to it.
+    max_tasks_per_dpu: f64,
+    /// Bytes of the task and reply buffers, and bytes the padded transfers move.
+    payload_bytes_per_query: f64,
+    moved_bytes_per_query: f64,
+    max_keys_per_dpu: u64,
+    /// Slots probed per key when the hash tables were filled (1: no collision).
+    insert_probes_per_key: f64,
+    /// Bytes of MRAM PIM-tree's regions and buffers take (the same on every DPU).
+    mram_layout_bytes: u64,
+    /// Groups the DPUs were simulated in (a fact about host memory, not the machine).
+    dpu_groups: u32,
+}
+
+/// (DPU, count) of the largest count, the lowest DPU among equals.
+fn busiest(counts: &[u64]) -> (usize, u64) {
+    counts
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by_key(|&(i, c)| (c, std::cmp::Reverse(i)))
+        .unwrap_or((0, 0))
+}
+
+/// What this version of the PIM-tree model runs; anything else is refused before work.
+fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
+    let err = |key: &str, reason: String| Err(workload.attribution.error_at(key, reason));
+    if workload.kind != QueryKind::Get {
+        return err(
+            "queries.kind",
+            format!(
+                "pim-tree runs get batches; `{}` is not supported by this version of its model (predecessor and scan rounds are not built yet)",
+                workload.kind.name()
+            ),
+        );
+    }
+    if workload.arrival != ArrivalMode::Closed {
+        return err(
+            "run.arrival",
+            "pim-tree plans every batch before simulating its DPUs, so it runs closed arrivals only".to_owned(),
+        );
+    }
+    if workload.tasklets > machine.dpu.max_tasklets {
+        return err(
+            "run.tasklets",
+            format!(
+                "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
+                workload.tasklets, machine.dpu.max_tasklets
+            ),
+        );
+    }
+    if workload.pairs < machine.dpus as u64 {
+        return err(
+            "data.pairs",
+            format!(
+                "{} pairs are fewer than the machine's {} DPUs",
+                workload.pairs, machine.dpus
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// PIM-tree's own host protocol, when the run uses another (a note, not an error: a
+/// what-if run may want exactly that).
+fn protocol_note(workload: &Workload) -> Option<String> {
+    let own = workload.launch == LaunchMode::Async && workload.batches_in_flight == 2;
+    (!own).then(|| {
+        "pim-tree runs here with another host protocol than its own (run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)".to_owned()
+    })
+}
+
+/// Keys each DPU holds, counted while the reference visits every chunk.
+fn count_and_visit(
+    data: &DataSet,
+    dpus: u32,
+    reference: &Reference,
+    views: &[&[Query]],
+) -> Vec<u64> {
+    (0..data.chunks())
+        .into_par_iter()
+        .fold(
+            || vec![0u64; dpus as usize],
+            |mut counts, c| {
+                let pairs = data.chunk_pairs_of(c);
+                let last = if c + 1 < data.chunks() {
+                    data.first_key(c + 1) - 1
+                } else {
+                    u64::MAX
+                };
+                reference.visit(views, data.range_start(c), last, &pairs);
+                for &(k, _) in &pairs {
+                    counts[hash_to_dpu(k, 0, dpus) as usize] += 1;
+                }
+                counts
+            },
+        )
+        .reduce(
+            || vec![0u64; dpus as usize],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            },
+        )
+}
+
+/// Consecutive DPU ranges whose keys together are at most `max_pairs` (a DPU alone may
+/// exceed it).
+fn dpu_groups(keys_per_dpu: &[u64], max_pairs: u64) -> Vec<std::ops::Range<u32>> {
+    let mut groups = Vec::new();
+    let (mut start, mut held) = (0usize, 0u64);
+    for (d, &k) in keys_per_dpu.iter().enumerate() {
+        if d > start && held + k > max_pairs {
+            groups.push(start as u32..d as u32);
+            (start, held) = (d, 0);
+        }
+        held += k;
+    }
+    groups.push(start as u32..keys_per_dpu.len() as u32);
+    groups
+}
+
+/// The pairs of DPUs `range`, each DPU's in key order.
+fn pairs_of_dpus(data: &DataSet, dpus: u32, range: std::ops::Range<u32>) -> Vec<Vec<(u64, u64)>> {
+    let mut out = vec![Vec::new(); range.len()];
+    let chunks = data.chunks();
+    let mut first = 0;
+    while first < chunks {
+        let last = (first + CHUNKS_PER_STEP).min(chunks);
+        let picked: Vec<Vec<(u32, u64, u64)>> = (first..last)
+            .into_par_iter()
+            .map(|c| {
+                let pairs = data.chunk_pairs_of(c);
+                pairs
+                    .into_iter()
+                    .filter_map(|(k, v)| {
+                        let d = hash_to_dpu(k, 0, dpus);
+                        range.contains(&d).then_some((d, k, v))
+                    })
+                    .collect()
+            })
+            .collect();
+        for (d, k, v) in picked.into_iter().flatten() {
+            out[(d - range.start) as usize].push((k, v));
+        }
+        first = last;
+    }
+    out
+}
+
+/// Refuses, before any DPU is simulated, a layout larger than MRAM, a DPU with more keys
+/// than its data-node region holds, or a round with more tasks than PIM-tree allows.
+fn check_mram(
+    machine: &Machine,
+    workload: &Workload,
+    layout: &Layout,
+    keys_per_dpu: &[u64],
+    rounds: &[GetRound],
+) -> Result<(), InputError> {
+    if layout.end > machine.mram_size_bytes {
+        return Err(machine.attribution.error_at(
+            "dpu.mram_size_bytes",
+            format!(
+                "PIM-tree's MRAM regions and buffers take {} bytes, more than the {} bytes of MRAM",
+                layout.end, machine.mram_size_bytes
+            ),
+        ));
+    }
+    let (dpu, keys) = busiest(keys_per_dpu);
+    let capacity = data_node_capacity(layout);
+    if keys > capacity {
+        return Err(workload.attribution.error_at(
+            "data.pairs",
+            format!(
+                "the data does not fit in MRAM: DPU {dpu} holds {keys} keys, {} bytes of data nodes, but PIM-tree's data-node region holds {capacity} ({} bytes); use less data or more DPUs",
+                keys * DATA_NODE_BYTES,
+                layout.data_nodes.bytes
+            ),
+        ));
+    }
+    for (b, round) in rounds.iter().enumerate() {
+        let most = round.max_tasks();
+        if most > MAX_TASKS_PER_DPU {
+            let d = round.tasks.iter().position(|t| t.len() as u64 == most);
+            return Err(workload.attribution.error_at(
+                "queries.batch_size",
+                format!(
+                    "batch {b} sends DPU {} {most} get tasks ({} bytes); PIM-tree allows at most {MAX_TASKS_PER_DPU} per DPU per round (MAX_TASK_COUNT_PER_DPU_PER_BLOCK); use smaller batches or more DPUs",
+                    d.unwrap_or(0),
+                    get_task_buffer_bytes(most)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+const INIT_STAGES: [Stage; 2] = [
+    Stage {
+        name: "transfer",
+        class: Class::Communication,
+    },
+    Stage {
+        name: "kernel",
+        class: Class::Pim,
+    },
+];
+
+/// [est] The one-off build: a parallel push of each DPU's pairs (key and value, 16 bytes),
+/// then a launch that streams them in and writes the data nodes and the whole hash table.
+/// PIM-tree itself builds by batched inserts; this times only the bulk placement.
+fn build_program(machine: &Machine, keys_per_dpu: &[u64]) -> Program {
+    let table = crate::pimtree::HASH_SLOTS * crate::pimtree::SLOT_BYTES;
+    Program {
+        stages: INIT_STAGES.to_vec(),
+        steps: vec![
+            Step::Transfer {
+                stage: 0,
+                direction: Direction::CpuDpu,
+                kind: TransferKind::Parallel,
+                sizes_bytes: keys_per_dpu.iter().map(|k| k * 16).collect(),
+            },
+            Step::Launch {
+                stage: 1,
+                dpu_time: keys_per_dpu
+                    .iter()
+                    .map(|k| streaming_time(machine, k * (16 + DATA_NODE_BYTES) + table))
+                    .collect(),
+            },
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_hold_at_most_the_budget_and_cover_every_dpu() {
+        let keys = [5, 5, 5, 20, 1, 1];
+        let g = dpu_groups(&keys, 10);
+        assert_eq!(g, vec![0..2, 2..3, 3..4, 4..6]);
+        assert_eq!(dpu_groups(&keys, 1000), vec![0..6]);
+    }
+}
