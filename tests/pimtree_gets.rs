@@ -221,7 +221,27 @@ fn data_beyond_the_data_node_region_fails_before_simulating() {
     ]);
     assert_bad(
         &o,
-        &["data.pairs", "DPU 0 holds 400000 keys", "data-node region"],
+        &[
+            "data.pairs",
+            "400000 keys per DPU on average",
+            "data-node region",
+        ],
+    );
+    // The mean fits, the fullest DPU does not.
+    let o = run_cli(&[
+        "machine.ranks=1",
+        "machine.usable_dpus=2",
+        "data.pairs=655300",
+        "queries.batch_size=100",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "data.pairs",
+            "holds",
+            "keys",
+            "data-node region holds 327679",
+        ],
     );
 }
 

@@ -7,6 +7,7 @@ mod defaults;
 mod estimate;
 mod microbench;
 mod output;
+mod progress;
 mod run;
 mod sweep;
 mod table;

@@ -12,7 +12,7 @@ use crate::machine::Machine;
 use crate::trace::Trace;
 use crate::workload::Workload;
 use clap::Args;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -155,24 +155,6 @@ fn write_trace(path: &Path, trace: &Trace) -> Result<(), Error> {
     Ok(())
 }
 
-/// Progress on stderr, one line rewritten in place.
-struct Stderr;
-
-impl Progress for Stderr {
-    fn batch(&mut self, done: u64, total: u64) {
-        eprint!("\rpimdes run: batch {}/{total}   ", done + 1);
-        let _ = std::io::stderr().flush();
-    }
-
-    fn phase(&mut self, what: &str) {
-        eprint!("\rpimdes run: {what}...            ");
-        if what == "done" {
-            eprintln!();
-        }
-        let _ = std::io::stderr().flush();
-    }
-}
-
 /// The output files the flags name, checked before anything is simulated.
 fn check_outputs(args: &RunArgs) -> Result<(), InputError> {
     let outputs = [("--out", &args.out), ("--trace", &args.trace)];
@@ -192,11 +174,11 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     super::estimate::check_host_memory(&machine, &workload)?;
-    let show_progress = !args.quiet && std::io::stderr().is_terminal();
-    let mut progress: Box<dyn Progress> = if show_progress {
-        Box::new(Stderr)
-    } else {
+    let mut progress: Box<dyn Progress> = if args.quiet {
         Box::new(Silent)
+    } else {
+        let terminal = std::io::stderr().is_terminal();
+        Box::new(super::progress::StderrProgress::new("pimdes run", terminal))
     };
     let trace = trace_request(&args, &machine, &workload)?;
     let (report, timeline) = run_traced(
@@ -210,6 +192,8 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         e.attributed(&machine.attribution)
             .reproducible(command_line, Some(workload.seed))
     })?;
+    // The progress line ends before anything else is printed.
+    drop(progress);
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

@@ -12,9 +12,10 @@
 //!
 //! **DPU-major evaluation.** A get round's tasks depend on the batch and the placement
 //! only, never on what the DPUs did before, and the kernel does not change the structures.
-//! So every batch is planned first; then the DPUs are taken in groups whose pairs fit
-//! [`GROUP_PAIR_BYTES`] of host memory: each DPU's image is built, runs every batch's
-//! round, and is dropped. Peak memory holds one group's pairs and a few DPU images, not
+//! So every batch is planned first; then the DPUs are taken in equal groups whose pairs
+//! together fit [`GROUP_PAIR_BYTES`] of host memory (one pass over the data set per group;
+//! the first pass also counts every DPU's keys and fills the reference): each DPU's image
+//! is built, runs every batch's round, and is dropped. Peak memory holds one group's pairs and a few DPU images, not
 //! every DPU's MRAM (about 22 GB at 500 M pairs). `run_batch` then assembles the batch
 //! from the stored kernel times and replies and checks every answer.
 
@@ -41,7 +42,7 @@ use serde::Serialize;
 pub const NAME: &str = "pim-tree";
 
 /// Host memory the pairs of one group of DPUs may take while their images are built.
-pub const GROUP_PAIR_BYTES: u64 = 2 << 30;
+pub const GROUP_PAIR_BYTES: u64 = 4 << 30;
 /// Chunks generated at once while gathering a group's pairs (bounds the scratch memory).
 const CHUNKS_PER_STEP: usize = 1 << 14;
 
@@ -137,7 +138,9 @@ impl PimTree {
         progress("counting keys per DPU");
         let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
         let reference = Reference::new(QueryKind::Get, &views);
-        let keys_per_dpu = count_and_visit(&data, machine.dpus, &reference, &views);
+        let groups = dpu_groups(machine.dpus, group_count(workload.pairs));
+        let visit = |lo: u64, hi: u64, pairs: &[(u64, u64)]| reference.visit(&views, lo, hi, pairs);
+        let (first_pairs, keys_per_dpu) = gather(&data, machine.dpus, groups[0].clone(), &visit);
         progress("planning batches");
         for (b, batch) in batches.iter_mut().enumerate() {
             reference.resolved_gets(b, batch);
@@ -168,20 +171,26 @@ impl PimTree {
             protocol_note: protocol_note(workload),
             tally: Tally::default(),
         };
-        index.simulate(progress)?;
+        index.simulate(groups, first_pairs, progress)?;
         Ok(index)
     }
 
-    /// Builds every DPU's image group by group and runs all its rounds.
-    fn simulate(&mut self, progress: &mut dyn FnMut(&str)) -> Result<(), IndexError> {
+    /// Builds every DPU's image group by group and runs all its rounds; the first group's
+    /// pairs were gathered already (with the counts).
+    fn simulate(
+        &mut self,
+        groups: Vec<std::ops::Range<u32>>,
+        first_pairs: Vec<Vec<(u64, u64)>>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), IndexError> {
         let started = std::time::Instant::now();
         let p = self.machine.dpus as usize;
         for r in &mut self.results {
             r.kernel = vec![Time::ZERO; p];
             r.replies = vec![Vec::new(); p];
         }
-        let groups = dpu_groups(&self.keys_per_dpu, GROUP_PAIR_BYTES / 16);
         self.groups = groups.len() as u32;
+        let mut first_pairs = Some(first_pairs);
         for (g, range) in groups.iter().enumerate() {
             progress(&format!(
                 "simulating DPUs {}..{} (group {} of {})",
@@ -190,7 +199,10 @@ impl PimTree {
                 g + 1,
                 groups.len()
             ));
-            let pairs = pairs_of_dpus(&self.data, self.machine.dpus, range.clone());
+            let pairs = match first_pairs.take() {
+                Some(pairs) => pairs,
+                None => gather(&self.data, self.machine.dpus, range.clone(), &|_, _, _| {}).0,
+            };
             let runs: Vec<Result<(u64, Vec<DpuRun>), LaunchError>> = pairs
                 .par_iter()
                 .enumerate()
@@ -253,7 +265,7 @@ impl PimTree {
         max_spans: usize,
     ) -> Result<TaskletTimeline, IndexError> {
         if self.recorded.as_ref().map(Dpu::index) != Some(d) {
-            let pairs = pairs_of_dpus(&self.data, self.machine.dpus, d..d + 1);
+            let pairs = gather(&self.data, self.machine.dpus, d..d + 1, &|_, _, _| {}).0;
             self.recorded = Some(self.build_dpu(d, &pairs[0]).0);
         }
         let dpu = self.recorded.as_mut().expect("built above");
@@ -520,6 +532,17 @@ fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputErr
             ),
         );
     }
+    let capacity = data_node_capacity(&Layout::new(workload.tasklets));
+    let mean = workload.pairs.div_ceil(machine.dpus as u64);
+    if mean > capacity {
+        return err(
+            "data.pairs",
+            format!(
+                "the data does not fit in MRAM: {} pairs over {} DPUs is {mean} keys per DPU on average, but PIM-tree's data-node region holds {capacity}; use less data or more DPUs",
+                workload.pairs, machine.dpus
+            ),
+        );
+    }
     if workload.pairs < machine.dpus as u64 {
         return err(
             "data.pairs",
@@ -541,82 +564,66 @@ fn protocol_note(workload: &Workload) -> Option<String> {
     })
 }
 
-/// Keys each DPU holds, counted while the reference visits every chunk.
-fn count_and_visit(
+/// `groups` consecutive DPU ranges of (nearly) equal size covering all `dpus`.
+fn dpu_groups(dpus: u32, groups: u32) -> Vec<std::ops::Range<u32>> {
+    let g = groups.clamp(1, dpus.max(1)) as u64;
+    (0..g)
+        .map(|i| (i * dpus as u64 / g) as u32..((i + 1) * dpus as u64 / g) as u32)
+        .collect()
+}
+
+/// Groups needed for `pairs` pairs of 16 bytes to stay within [`GROUP_PAIR_BYTES`].
+fn group_count(pairs: u64) -> u32 {
+    pairs
+        .saturating_mul(16)
+        .div_ceil(GROUP_PAIR_BYTES)
+        .min(u32::MAX as u64) as u32
+}
+
+/// What [`gather`] shows each chunk: its first key, last key and pairs.
+type ChunkVisit<'a> = &'a (dyn Fn(u64, u64, &[(u64, u64)]) + Sync);
+/// A chunk's pairs with the DPU of each.
+type Homed = (Vec<u32>, Vec<(u64, u64)>);
+
+/// One pass over the data set: the pairs of DPUs `range` (each DPU's in key order), and
+/// the keys of every DPU; `visit` sees every chunk's pairs (chunk, first key, last key).
+fn gather(
     data: &DataSet,
     dpus: u32,
-    reference: &Reference,
-    views: &[&[Query]],
-) -> Vec<u64> {
-    (0..data.chunks())
-        .into_par_iter()
-        .fold(
-            || vec![0u64; dpus as usize],
-            |mut counts, c| {
-                let pairs = data.chunk_pairs_of(c);
-                let last = if c + 1 < data.chunks() {
-                    data.first_key(c + 1) - 1
-                } else {
-                    u64::MAX
-                };
-                reference.visit(views, data.range_start(c), last, &pairs);
-                for &(k, _) in &pairs {
-                    counts[hash_to_dpu(k, 0, dpus) as usize] += 1;
-                }
-                counts
-            },
-        )
-        .reduce(
-            || vec![0u64; dpus as usize],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
-            },
-        )
-}
-
-/// Consecutive DPU ranges whose keys together are at most `max_pairs` (a DPU alone may
-/// exceed it).
-fn dpu_groups(keys_per_dpu: &[u64], max_pairs: u64) -> Vec<std::ops::Range<u32>> {
-    let mut groups = Vec::new();
-    let (mut start, mut held) = (0usize, 0u64);
-    for (d, &k) in keys_per_dpu.iter().enumerate() {
-        if d > start && held + k > max_pairs {
-            groups.push(start as u32..d as u32);
-            (start, held) = (d, 0);
-        }
-        held += k;
-    }
-    groups.push(start as u32..keys_per_dpu.len() as u32);
-    groups
-}
-
-/// The pairs of DPUs `range`, each DPU's in key order.
-fn pairs_of_dpus(data: &DataSet, dpus: u32, range: std::ops::Range<u32>) -> Vec<Vec<(u64, u64)>> {
+    range: std::ops::Range<u32>,
+    visit: ChunkVisit,
+) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let mut out = vec![Vec::new(); range.len()];
+    let mut counts = vec![0u64; dpus as usize];
     let chunks = data.chunks();
     let mut first = 0;
     while first < chunks {
         let last = (first + CHUNKS_PER_STEP).min(chunks);
-        let picked: Vec<Vec<(u32, u64, u64)>> = (first..last)
+        let placed: Vec<Homed> = (first..last)
             .into_par_iter()
             .map(|c| {
                 let pairs = data.chunk_pairs_of(c);
-                pairs
-                    .into_iter()
-                    .filter_map(|(k, v)| {
-                        let d = hash_to_dpu(k, 0, dpus);
-                        range.contains(&d).then_some((d, k, v))
-                    })
-                    .collect()
+                let end = if c + 1 < chunks {
+                    data.first_key(c + 1) - 1
+                } else {
+                    u64::MAX
+                };
+                visit(data.range_start(c), end, &pairs);
+                let homes = pairs.iter().map(|p| hash_to_dpu(p.0, 0, dpus)).collect();
+                (homes, pairs)
             })
             .collect();
-        for (d, k, v) in picked.into_iter().flatten() {
-            out[(d - range.start) as usize].push((k, v));
+        for (homes, pairs) in placed {
+            for (d, pair) in homes.into_iter().zip(pairs) {
+                counts[d as usize] += 1;
+                if range.contains(&d) {
+                    out[(d - range.start) as usize].push(pair);
+                }
+            }
         }
         first = last;
     }
-    out
+    (out, counts)
 }
 
 /// Refuses, before any DPU is simulated, a layout larger than MRAM, a DPU with more keys
@@ -707,10 +714,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn groups_hold_at_most_the_budget_and_cover_every_dpu() {
-        let keys = [5, 5, 5, 20, 1, 1];
-        let g = dpu_groups(&keys, 10);
-        assert_eq!(g, vec![0..2, 2..3, 3..4, 4..6]);
-        assert_eq!(dpu_groups(&keys, 1000), vec![0..6]);
+    fn groups_cover_every_dpu_once() {
+        assert_eq!(dpu_groups(10, 3), vec![0..3, 3..6, 6..10]);
+        assert_eq!(dpu_groups(2, 5), vec![0..1, 1..2]);
+        assert_eq!(dpu_groups(7, 0), vec![0..7]);
+        // 500 M pairs of 16 bytes: 7.45 GiB, two groups of at most 4 GiB.
+        assert_eq!(group_count(500_000_000), 2);
+        assert_eq!(group_count(1000), 1);
     }
 }

@@ -1,0 +1,150 @@
+//! Progress of long commands on stderr, from a ticker thread: on a terminal one line is
+//! rewritten every second; otherwise (a log file, CI) a plain line every [`PLAIN_EVERY`].
+//! Each line has the phase (or the batch, with an estimate of the time left) and the elapsed
+//! time. Commands shorter than one tick print nothing, so quick runs and their error
+//! messages stay as they were. Wall time is only shown here: it never reaches a result.
+
+use crate::experiments::run::Progress;
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Interval of the plain lines when stderr is not a terminal.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
+/// Interval of the redraws on a terminal.
+const TERMINAL_EVERY: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+struct State {
+    status: String,
+    /// When the first batch started, for the estimate.
+    batches_from: Option<Instant>,
+    finished: bool,
+    printed: bool,
+}
+
+type Shared = Arc<(Mutex<State>, Condvar)>;
+
+/// Progress lines of `command` on stderr while it lives.
+pub struct StderrProgress {
+    shared: Shared,
+    ticker: Option<std::thread::JoinHandle<()>>,
+    terminal: bool,
+}
+
+impl StderrProgress {
+    pub fn new(command: &'static str, terminal: bool) -> StderrProgress {
+        let shared: Shared = Arc::default();
+        let every = if terminal {
+            TERMINAL_EVERY
+        } else {
+            PLAIN_EVERY
+        };
+        let ticker = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || tick(&shared, command, terminal, every))
+        };
+        StderrProgress {
+            shared,
+            ticker: Some(ticker),
+            terminal,
+        }
+    }
+
+    fn set(&self, update: impl FnOnce(&mut State)) {
+        let mut state = self.shared.0.lock().unwrap_or_else(|e| e.into_inner());
+        update(&mut state);
+    }
+}
+
+/// The ticker: a line every `every` until the command finishes.
+fn tick(shared: &Shared, command: &str, terminal: bool, every: Duration) {
+    let started = Instant::now();
+    let (lock, wake) = &**shared;
+    let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        state = wake
+            .wait_timeout(state, every)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if state.finished {
+            return;
+        }
+        if state.status.is_empty() {
+            continue;
+        }
+        let line = format!(
+            "{command}: {}, {} elapsed",
+            state.status,
+            clock(started.elapsed())
+        );
+        let mut err = std::io::stderr().lock();
+        let _ = if terminal {
+            write!(err, "\r{line}\x1b[K")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+        state.printed = true;
+    }
+}
+
+impl Drop for StderrProgress {
+    fn drop(&mut self) {
+        self.set(|s| s.finished = true);
+        self.shared.1.notify_all();
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        let printed = self.shared.0.lock().map(|s| s.printed).unwrap_or(false);
+        if printed && self.terminal {
+            eprintln!();
+        }
+    }
+}
+
+/// `m:ss` (or `h:mm:ss`).
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Time left for `total` items when `done` of them took `spent`.
+fn estimate_left(spent: Duration, done: u64, total: u64) -> Option<Duration> {
+    (done > 0 && done < total).then(|| spent.mul_f64((total - done) as f64 / done as f64))
+}
+
+impl Progress for StderrProgress {
+    fn batch(&mut self, done: u64, total: u64) {
+        self.set(|s| {
+            let from = *s.batches_from.get_or_insert_with(Instant::now);
+            s.status = match estimate_left(from.elapsed(), done, total) {
+                Some(d) => format!("batch {}/{total}, about {} left", done + 1, clock(d)),
+                None => format!("batch {}/{total}", done + 1),
+            };
+        });
+    }
+
+    fn phase(&mut self, what: &str) {
+        self.set(|s| s.status = what.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_and_estimate() {
+        assert_eq!(clock(Duration::from_secs(61)), "1:01");
+        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+        let left = estimate_left(Duration::from_secs(10), 5, 20).unwrap();
+        assert_eq!(left, Duration::from_secs(30));
+        assert_eq!(estimate_left(Duration::from_secs(10), 0, 20), None);
+        assert_eq!(estimate_left(Duration::from_secs(10), 20, 20), None);
+    }
+}
