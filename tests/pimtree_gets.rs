@@ -197,7 +197,12 @@ const ARGS: [&str; 6] = [
 ];
 
 fn run_cli(sets: &[&str]) -> common::Outcome {
+    run_cli_flags(&[], sets)
+}
+
+fn run_cli_flags(flags: &[&str], sets: &[&str]) -> common::Outcome {
     let mut args: Vec<&str> = ARGS[..5].to_vec();
+    args.extend_from_slice(flags);
     for s in [
         "data.pairs=60000",
         "queries.batch_size=4000",
@@ -280,4 +285,43 @@ fn a_bad_poll_interval_is_an_input_error() {
         let o = run_cli(&[&format!("run.poll_interval_us={bad}")]);
         assert_bad(&o, &["run.poll_interval_us"]);
     }
+}
+
+#[test]
+fn a_trace_records_the_busiest_dpu_and_a_listed_one() {
+    let dir = std::env::temp_dir().join(format!("pimdes-pimtree-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.json");
+    let p = path.to_str().unwrap();
+    // The rerun of each recorded DPU must take the cycles of its first run (else exit 3).
+    for dpus in ["busiest", "3,11"] {
+        let flags = [
+            "--trace",
+            p,
+            "--trace-dpus",
+            dpus,
+            "--trace-batches",
+            "1..3",
+        ];
+        let o = run_cli_flags(&flags, &[]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let names: Vec<&str> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["args"]["name"].as_str())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("tasklet ")),
+            "tasklet tracks in the trace ({dpus})"
+        );
+        if dpus == "3,11" {
+            for want in ["DPU 3 (rank 0), batch 1", "DPU 11 (rank 0), batch 2"] {
+                assert!(names.contains(&want), "{want} missing: {names:?}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

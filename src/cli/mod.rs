@@ -39,7 +39,7 @@ pub struct Cli {
 enum Command {
     /// Partition the data with one partitioner and report data and query imbalance (no timing).
     Partition(PartitionArgs),
-    /// Run B+-Forest end to end on the machine model: initialisation, warm-up and measured
+    /// Run an index (B+-Forest or PIM-tree) end to end on the machine model: initialisation, warm-up and measured
     /// batches, every answer checked against a plain reference.
     Run(run::RunArgs),
     /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.

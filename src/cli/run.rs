@@ -27,7 +27,7 @@ pub struct RunArgs {
     /// Also write the JSON report to FILE (atomically: all of it or nothing).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// No progress on stderr (it is only shown when stderr is a terminal anyway).
+    /// No progress on stderr (otherwise a line rewritten every second on a terminal, a plain line every 5 s elsewhere).
     #[arg(long)]
     quiet: bool,
     /// Write a timeline of the traced batches to FILE as Chrome trace-event JSON (open it

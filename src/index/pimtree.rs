@@ -43,6 +43,9 @@ pub const NAME: &str = "pim-tree";
 
 /// Host memory the pairs of one group of DPUs may take while their images are built.
 pub const GROUP_PAIR_BYTES: u64 = 4 << 30;
+/// DPU images kept for recordings (each a pass over the data to rebuild, about 10 MB to
+/// keep).
+const RECORDED_DPUS_KEPT: usize = 8;
 /// Chunks generated at once while gathering a group's pairs (bounds the scratch memory).
 const CHUNKS_PER_STEP: usize = 1 << 14;
 
@@ -114,8 +117,8 @@ pub struct PimTree {
     insert_probes: u64,
     groups: u32,
     sim_wall_s: f64,
-    /// The last DPU rebuilt for a recording.
-    recorded: Option<Dpu>,
+    /// DPUs rebuilt for recordings, the most recent last (at most [`RECORDED_DPUS_KEPT`]).
+    recorded: Vec<Dpu>,
     protocol_note: Option<String>,
     tally: Tally,
 }
@@ -167,7 +170,7 @@ impl PimTree {
             insert_probes: 0,
             groups: 0,
             sim_wall_s: 0.0,
-            recorded: None,
+            recorded: Vec::new(),
             protocol_note: protocol_note(workload),
             tally: Tally::default(),
         };
@@ -183,7 +186,6 @@ impl PimTree {
         first_pairs: Vec<Vec<(u64, u64)>>,
         progress: &mut dyn FnMut(&str),
     ) -> Result<(), IndexError> {
-        let started = std::time::Instant::now();
         let p = self.machine.dpus as usize;
         for r in &mut self.results {
             r.kernel = vec![Time::ZERO; p];
@@ -203,11 +205,13 @@ impl PimTree {
                 Some(pairs) => pairs,
                 None => gather(&self.data, self.machine.dpus, range.clone(), &|_, _, _| {}).0,
             };
+            let started = std::time::Instant::now();
             let runs: Vec<Result<(u64, Vec<DpuRun>), LaunchError>> = pairs
                 .par_iter()
                 .enumerate()
                 .map(|(i, pairs)| self.simulate_dpu(range.start + i as u32, pairs))
                 .collect();
+            self.sim_wall_s += started.elapsed().as_secs_f64();
             for (i, run) in runs.into_iter().enumerate() {
                 let (probes, runs) = run?;
                 self.insert_probes += probes;
@@ -219,7 +223,6 @@ impl PimTree {
                 }
             }
         }
-        self.sim_wall_s = started.elapsed().as_secs_f64();
         Ok(())
     }
 
@@ -264,11 +267,18 @@ impl PimTree {
         d: u32,
         max_spans: usize,
     ) -> Result<TaskletTimeline, IndexError> {
-        if self.recorded.as_ref().map(Dpu::index) != Some(d) {
-            let pairs = gather(&self.data, self.machine.dpus, d..d + 1, &|_, _, _| {}).0;
-            self.recorded = Some(self.build_dpu(d, &pairs[0]).0);
-        }
-        let dpu = self.recorded.as_mut().expect("built above");
+        let at = match self.recorded.iter().position(|x| x.index() == d) {
+            Some(at) => at,
+            None => {
+                let pairs = gather(&self.data, self.machine.dpus, d..d + 1, &|_, _, _| {}).0;
+                if self.recorded.len() == RECORDED_DPUS_KEPT {
+                    self.recorded.remove(0);
+                }
+                self.recorded.push(self.build_dpu(d, &pairs[0]).0);
+                self.recorded.len() - 1
+            }
+        };
+        let dpu = &mut self.recorded[at];
         let tasks = &self.rounds[b].tasks[d as usize];
         write_tasks(dpu.mram_mut(), &self.layout, tasks);
         let kernel = GetKernel {
@@ -420,7 +430,8 @@ impl Index for PimTree {
             program,
             dpu_kernel: result.kernel.clone(),
             events: result.events,
-            // The DPUs were simulated DPU-major, all batches together: an equal share each.
+            // The DPUs were simulated DPU-major, all batches together (image builds included,
+            // the passes over the data not): an equal share each.
             kernel_wall_s: self.sim_wall_s / self.rounds.len() as f64,
             answers_verified: queries,
             timelines,
