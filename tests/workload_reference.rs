@@ -109,3 +109,40 @@ fn zcamp_amplifies_the_chosen_base_partition_exactly() {
     );
     assert!(s1 > 3.0 * s0);
 }
+
+#[test]
+fn zipf_slices_give_each_batch_its_own_hot_slice_with_the_zipf_share() {
+    // PIM-tree's generator: one slice of the key space per DPU, Zipf over the slices in an
+    // order drawn for each batch.
+    let dpus = 64u32;
+    let w = tiny(&[
+        "queries.kind=get",
+        "queries.distribution=zipf-slices",
+        "queries.skew=1.0",
+        "queries.batch_size=100000",
+    ]);
+    let data = DataSet::generate(&w);
+    let queries = QueryGenerator::new(&w, &data, dpus);
+    let slice_of = |k: u64| ((k as u128 * dpus as u128) >> 64) as usize;
+    let hottest = |batch: u64| {
+        let mut count = vec![0u64; dpus as usize];
+        for q in queries.batch(batch) {
+            count[slice_of(q.lo)] += 1;
+        }
+        let top = (0..count.len()).max_by_key(|&i| count[i]).unwrap();
+        (top, count[top] as f64 / 100_000.0)
+    };
+    let p0 = 1.0 / (1..=64).map(|r| 1.0 / r as f64).sum::<f64>();
+    let sd = (p0 * (1.0 - p0) / 100_000.0).sqrt();
+    let tops: Vec<(usize, f64)> = (0..6).map(hottest).collect();
+    for &(_, share) in &tops {
+        assert!((share - p0).abs() < 5.0 * sd, "top share {share} vs {p0}");
+    }
+    let mut slices: Vec<usize> = tops.iter().map(|t| t.0).collect();
+    slices.sort();
+    slices.dedup();
+    assert!(
+        slices.len() >= 4,
+        "the hot slice moves between batches: {tops:?}"
+    );
+}

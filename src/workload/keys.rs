@@ -86,6 +86,27 @@ impl KeyDistribution {
         Self::from_segments(segments)
     }
 
+    /// Keys in `probabilities.len()` equal slices of the key space, slice `i` drawn with
+    /// probability `probabilities[rank_of_slice[i]]`, uniform inside (PIM-tree's
+    /// generator, cmuparlay/pim_base `include/host/test_generator.hpp`, `zipf_over_keys`).
+    pub fn ranked_slices(probabilities: &[f64], rank_of_slice: &[usize]) -> KeyDistribution {
+        let n = probabilities.len() as u128;
+        assert!(n > 0 && rank_of_slice.len() as u128 == n);
+        let bound = |i: u128| ((i << 64) / n) as u64;
+        let segments = (0..n)
+            .map(|i| Segment {
+                first: bound(i),
+                last: if i + 1 == n {
+                    u64::MAX
+                } else {
+                    bound(i + 1) - 1
+                },
+                weight: probabilities[rank_of_slice[i as usize]],
+            })
+            .collect();
+        Self::from_segments(segments)
+    }
+
     /// The distribution with the weight of keys in `[first, last]` multiplied by `factor`
     /// (ZcAmp), renormalised.
     pub fn amplified(&self, first: u64, last: u64, factor: f64) -> KeyDistribution {

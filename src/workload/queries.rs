@@ -3,8 +3,8 @@
 
 use crate::rng::{Purpose, stream};
 use crate::workload::data::DataSet;
-use crate::workload::keys::KeyDistribution;
-use crate::workload::spec::{QueryKind, Workload};
+use crate::workload::keys::{KeyDistribution, zipf_probabilities};
+use crate::workload::spec::{KeyLaw, QueryKind, Workload};
 use rand::{Rng, RngExt};
 
 /// One query. For get, `lo == hi` is the drawn key; the query asks for the existing key
@@ -28,13 +28,17 @@ pub struct QueryGenerator {
     range_width: u64,
     reference: KeyDistribution,
     deviated: Option<KeyDistribution>,
+    /// ZcAmp's key interval and factor.
+    deviation: Option<(u64, u64, f64)>,
+    /// Zipf-slices: the probability of each slice rank (one slice per DPU).
+    slice_ranks: Option<Vec<f64>>,
 }
 
 impl QueryGenerator {
     /// `dpus` and `data` locate the deviation's base partition, if there is one.
     pub fn new(w: &Workload, data: &DataSet, dpus: u32) -> QueryGenerator {
         let reference = KeyDistribution::zipf_composite(w.prefix_bits, w.skew);
-        let deviated = w.deviation.map(|dev| {
+        let deviation = w.deviation.map(|dev| {
             let chunks = data.chunks() as u64;
             let p = dev.base_partition;
             let first_chunk = (p * chunks / dpus as u64) as usize;
@@ -45,8 +49,11 @@ impl QueryGenerator {
             } else {
                 data.range_start(end_chunk) - 1
             };
-            reference.amplified(first, last, dev.factor)
+            (first, last, dev.factor)
         });
+        let deviated = deviation.map(|(a, b, f)| reference.amplified(a, b, f));
+        let slice_ranks = (w.distribution == KeyLaw::ZipfSlices)
+            .then(|| zipf_probabilities(dpus as usize, w.skew));
         let width = ((w.range_pairs as u128) << 64) / w.pairs as u128;
         QueryGenerator {
             seed: w.seed,
@@ -56,6 +63,28 @@ impl QueryGenerator {
             range_width: width.clamp(1, u64::MAX as u128) as u64,
             reference,
             deviated,
+            deviation,
+            slice_ranks,
+        }
+    }
+
+    /// Zipf-slices: batch `index`'s distribution, its slice order drawn first from the
+    /// batch's stream (Fisher-Yates), ZcAmp applied to every batch but the reference.
+    fn slices_of(&self, probabilities: &[f64], index: u64, rng: &mut impl Rng) -> KeyDistribution {
+        let mut order: Vec<usize> = (0..probabilities.len()).collect();
+        for i in 0..order.len() {
+            let j = rng.random_range(i..order.len());
+            order.swap(i, j);
+        }
+        // order[rank] = slice; the distribution needs each slice's rank.
+        let mut rank_of_slice = vec![0; order.len()];
+        for (rank, &slice) in order.iter().enumerate() {
+            rank_of_slice[slice] = rank;
+        }
+        let dist = KeyDistribution::ranked_slices(probabilities, &rank_of_slice);
+        match self.deviation {
+            Some((a, b, f)) if index > 0 => dist.amplified(a, b, f),
+            _ => dist,
         }
     }
 
@@ -70,8 +99,13 @@ impl QueryGenerator {
     /// Calls `f` on each query of batch `index`, in order, without storing the batch.
     pub fn for_each(&self, index: u64, mut f: impl FnMut(Query)) {
         let mut rng = stream(self.seed, Purpose::Batch, index);
-        let dist = match (&self.deviated, index) {
-            (Some(d), i) if i > 0 => d,
+        let sliced = self
+            .slice_ranks
+            .as_ref()
+            .map(|p| self.slices_of(p, index, &mut rng));
+        let dist = match (&sliced, &self.deviated, index) {
+            (Some(d), _, _) => d,
+            (None, Some(d), i) if i > 0 => d,
             _ => &self.reference,
         };
         for _ in 0..self.batch_size {

@@ -159,6 +159,19 @@ pub struct RawData {
     pub value_domain: Option<u64>,
 }
 
+/// How query keys are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyLaw {
+    /// Zipf(skew) over the 2^prefix_bits key prefixes, rank r at prefix r (the B+-Forest
+    /// paper's workload).
+    #[default]
+    ZipfComposite,
+    /// PIM-tree's generator: the key space cut into one slice per DPU, Zipf(skew) over the
+    /// slices in an order drawn afresh for every batch, keys uniform inside a slice.
+    ZipfSlices,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueries {
@@ -166,6 +179,8 @@ pub struct RawQueries {
     pub batch_size: u64,
     pub skew: f64,
     pub prefix_bits: u32,
+    #[serde(default)]
+    pub distribution: KeyLaw,
     /// Mean number of pairs a range covers; ignored for get.
     pub range_pairs: u64,
 }
@@ -221,6 +236,7 @@ pub struct Workload {
     pub batch_size: u64,
     pub skew: f64,
     pub prefix_bits: u32,
+    pub distribution: KeyLaw,
     pub range_pairs: u64,
     pub warmup_batches: u64,
     pub measured_batches: u64,
@@ -478,6 +494,7 @@ impl Workload {
             batch_size: q.batch_size,
             skew: q.skew,
             prefix_bits: q.prefix_bits,
+            distribution: q.distribution,
             range_pairs: q.range_pairs,
             warmup_batches: b.warmup,
             measured_batches: b.measured,
