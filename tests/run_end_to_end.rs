@@ -256,3 +256,42 @@ fn out_file_holds_the_json_report() {
     }
     std::fs::remove_file(&out).unwrap();
 }
+
+#[test]
+fn progress_lines_go_to_stderr_when_it_is_not_a_terminal_and_quiet_silences_them() {
+    let run = |quiet: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"));
+        cmd.args([
+            "run",
+            "--machine",
+            "machines/paper-2rank.toml",
+            "--workload",
+            "workloads/tiny.toml",
+            "--json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PIMDES_PROGRESS_EVERY_MS", "10");
+        if quiet {
+            cmd.arg("--quiet");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, String::from_utf8(out.stderr).unwrap())
+    };
+    let (loud, stderr) = run(false);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("pimdes run: "))
+        .collect();
+    assert!(!lines.is_empty(), "no progress line in: {stderr}");
+    assert!(lines.iter().all(|l| l.ends_with(" elapsed")), "{lines:?}");
+    let (quiet, stderr) = run(true);
+    assert!(!stderr.contains("pimdes run: "), "{stderr}");
+    // Progress never changes the report (but the host block, a fact about this machine).
+    let strip = |mut v: serde_json::Value| {
+        v.as_object_mut().unwrap().remove("host");
+        v
+    };
+    assert_eq!(strip(loud), strip(quiet));
+}

@@ -27,6 +27,9 @@ pub struct MicrobenchArgs {
     /// Print one JSON array of records instead of tables.
     #[arg(long)]
     json: bool,
+    /// No progress on stderr (otherwise, for a long run, the elapsed time every second on a terminal, every 5 s elsewhere).
+    #[arg(long)]
+    quiet: bool,
 }
 
 pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
@@ -51,6 +54,8 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &overrides)?,
     };
     microbench::check_mram(&args.name, &machine)?;
+    let phase = format!("running the {} microbenchmarks", args.name);
+    let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
     let records = microbench::run(&args.name, &machine)
         .ok_or_else(|| {
             InputError::plain(
@@ -63,6 +68,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
             )
         })?
         .map_err(|e| Error::from(e).attributed(&machine.attribution))?;
+    drop(progress);
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&records).expect("records serialise");
         s.push('\n');

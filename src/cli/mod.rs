@@ -81,6 +81,9 @@ struct PartitionArgs {
     /// Also write the JSON report to FILE (atomically: all of it or nothing).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// No progress on stderr (otherwise, for a long run, the elapsed time every second on a terminal, every 5 s elsewhere).
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Runs the command line; returns the process exit code.
@@ -164,7 +167,9 @@ fn choose_partitioner(
 fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
+    let progress = progress::heartbeat("pimdes partition", args.quiet, "partitioning");
     let report = run_partition(&machine, &workload, partitioner.as_ref())?;
+    drop(progress);
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

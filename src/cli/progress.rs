@@ -35,11 +35,11 @@ pub struct StderrProgress {
 impl StderrProgress {
     pub fn new(command: &'static str, terminal: bool) -> StderrProgress {
         let shared: Shared = Arc::default();
-        let every = if terminal {
+        let every = interval_override().unwrap_or(if terminal {
             TERMINAL_EVERY
         } else {
             PLAIN_EVERY
-        };
+        });
         let ticker = {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || tick(&shared, command, terminal, every))
@@ -101,6 +101,27 @@ impl Drop for StderrProgress {
             eprintln!();
         }
     }
+}
+
+/// `PIMDES_PROGRESS_EVERY_MS`, when set to a number of milliseconds (at least 10): the
+/// interval for both kinds of stderr, so tests can see the lines of a short run.
+fn interval_override() -> Option<Duration> {
+    let ms: u64 = std::env::var("PIMDES_PROGRESS_EVERY_MS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(Duration::from_millis(ms.max(10)))
+}
+
+/// For a command with one long phase: the phase and the elapsed time while it lives
+/// (nothing with `quiet`).
+pub fn heartbeat(command: &'static str, quiet: bool, phase: &str) -> Option<StderrProgress> {
+    (!quiet).then(|| {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let mut p = StderrProgress::new(command, terminal);
+        p.phase(phase);
+        p
+    })
 }
 
 /// `m:ss` (or `h:mm:ss`).
