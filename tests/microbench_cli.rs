@@ -6,6 +6,8 @@ use std::process::Command;
 fn run(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
         .args(args)
+        // A slow build may run long enough for a progress line; this test checks the output.
+        .arg("--quiet")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the binary runs");

@@ -325,3 +325,9 @@ fn a_trace_records_the_busiest_dpu_and_a_listed_one() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_poll_interval_with_sync_launches_is_refused() {
+    let o = run_cli(&["run.launch=sync"]);
+    assert_bad(&o, &["run.poll_interval_us", "only async launches poll"]);
+}

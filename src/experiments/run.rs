@@ -252,7 +252,9 @@ fn check_fixed_costs(machine: &Machine, workload: &Workload) -> Result<(), Input
     let t = &machine.transfer;
     let per_batch_ps = 2 * t.call_fixed.ps() as u128
         + t.launch_fixed.ps() as u128
-        + t.poll_interval.ps().max(poll_ps(workload)) as u128
+        + workload
+            .poll_interval_us
+            .map_or(t.poll_interval.ps(), |_| poll_ps(workload)) as u128
         + t.ownership_switch_per_rank.ps() as u128 * machine.ranks as u128;
     let total_s = per_batch_ps * workload.total_batches() as u128 / crate::engine::PS_PER_S as u128;
     if total_s <= MAX_FIXED_COSTS_S {

@@ -44,8 +44,8 @@ pub const NAME: &str = "pim-tree";
 /// Host memory the pairs of one group of DPUs may take while their images are built.
 pub const GROUP_PAIR_BYTES: u64 = 4 << 30;
 /// DPU images kept for recordings (each a pass over the data to rebuild, about 10 MB to
-/// keep).
-const RECORDED_DPUS_KEPT: usize = 8;
+/// keep): as many as a trace may record.
+const RECORDED_DPUS_KEPT: usize = crate::experiments::timeline::MAX_TRACED_DPU_BATCHES as usize;
 /// Chunks generated at once while gathering a group's pairs (bounds the scratch memory).
 const CHUNKS_PER_STEP: usize = 1 << 14;
 
@@ -156,7 +156,7 @@ impl PimTree {
             })
             .collect();
         drop(batches);
-        check_mram(machine, workload, &layout, &keys_per_dpu, &rounds)?;
+        check_mram(workload, &layout, &keys_per_dpu, &rounds)?;
         let mut index = PimTree {
             machine: machine.clone(),
             tasklets: workload.tasklets,
@@ -543,7 +543,17 @@ fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputErr
             ),
         );
     }
-    let capacity = data_node_capacity(&Layout::new(workload.tasklets));
+    let layout = Layout::new(workload.tasklets);
+    if layout.end > machine.mram_size_bytes {
+        return Err(machine.attribution.error_at(
+            "dpu.mram_size_bytes",
+            format!(
+                "PIM-tree's MRAM regions and buffers take {} bytes, more than the {} bytes of MRAM",
+                layout.end, machine.mram_size_bytes
+            ),
+        ));
+    }
+    let capacity = data_node_capacity(&layout);
     let mean = workload.pairs.div_ceil(machine.dpus as u64);
     if mean > capacity {
         return err(
@@ -569,7 +579,9 @@ fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputErr
 /// PIM-tree's own host protocol, when the run uses another (a note, not an error: a
 /// what-if run may want exactly that).
 fn protocol_note(workload: &Workload) -> Option<String> {
-    let own = workload.launch == LaunchMode::Async && workload.batches_in_flight == 2;
+    let own = workload.launch == LaunchMode::Async
+        && workload.batches_in_flight == 2
+        && workload.poll_interval_us == Some(100.0);
     (!own).then(|| {
         "pim-tree runs here with another host protocol than its own (run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)".to_owned()
     })
@@ -637,24 +649,15 @@ fn gather(
     (out, counts)
 }
 
-/// Refuses, before any DPU is simulated, a layout larger than MRAM, a DPU with more keys
-/// than its data-node region holds, or a round with more tasks than PIM-tree allows.
+/// Refuses, before any DPU is simulated, a DPU with more keys than its data-node region
+/// holds, or a round with more tasks than PIM-tree allows (the layout against MRAM is
+/// checked before any work, in `check_workload`).
 fn check_mram(
-    machine: &Machine,
     workload: &Workload,
     layout: &Layout,
     keys_per_dpu: &[u64],
     rounds: &[GetRound],
 ) -> Result<(), InputError> {
-    if layout.end > machine.mram_size_bytes {
-        return Err(machine.attribution.error_at(
-            "dpu.mram_size_bytes",
-            format!(
-                "PIM-tree's MRAM regions and buffers take {} bytes, more than the {} bytes of MRAM",
-                layout.end, machine.mram_size_bytes
-            ),
-        ));
-    }
     let (dpu, keys) = busiest(keys_per_dpu);
     let capacity = data_node_capacity(layout);
     if keys > capacity {

@@ -67,8 +67,8 @@ pub fn home_slot(key: u64) -> u64 {
     key & (HASH_SLOTS - 1)
 }
 
-/// Bytes the host sends DPU `d` for a get round of `tasks` tasks: buffer header, block
-/// header, the tasks, the block offsets.
+/// Bytes the host sends DPU `d` for a get round of `tasks` tasks: buffer header, the
+/// block offsets, block header, the tasks (the order of [`kernel::write_tasks`]).
 pub fn get_task_buffer_bytes(tasks: u64) -> u64 {
     BUFFER_HEADER_BYTES + BLOCK_HEADER_BYTES + tasks * GET_TASK_BYTES + BLOCK_OFFSETS_BYTES
 }

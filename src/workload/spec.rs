@@ -468,6 +468,12 @@ impl Workload {
                 ),
             );
         }
+        if r.poll_interval_us.is_some() && r.launch == LaunchMode::Sync {
+            return err(
+                "run.poll_interval_us",
+                "only async launches poll; set run.launch = \"async\" or remove it".to_owned(),
+            );
+        }
         if let Some(us) = r.poll_interval_us
             && !(us.is_finite() && (0.0..=MAX_POLL_INTERVAL_US).contains(&us))
         {
