@@ -63,6 +63,10 @@ fn tick(shared: &Shared, command: &str, terminal: bool, every: Duration) {
     let (lock, wake) = &**shared;
     let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
     loop {
+        // Finished before the ticker first waited (a command that ended at once).
+        if state.finished {
+            return;
+        }
         state = wake
             .wait_timeout(state, every)
             .unwrap_or_else(|e| e.into_inner())
