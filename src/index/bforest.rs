@@ -10,7 +10,10 @@
 //! | `dpu_to_cpu` | communication | ownership switch, parallel pull of the result buffers |
 //! | `postprocessing` | cpu | merge on all host threads |
 
-use super::{BatchWork, Index, IndexError, MramNeed, Record, streaming_time};
+use super::{
+    BatchWork, Index, IndexError, MramNeed, Record, busiest, check_tasklets, host_step,
+    streaming_time,
+};
 use crate::config::InputError;
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
@@ -223,35 +226,12 @@ impl BForest {
         })
     }
 
-    fn host_step(&self, stage: usize, label: &'static str, work: HostWork) -> Step {
-        Step::Host {
-            stage,
-            label,
-            work_ps: work.single_thread_ps(&self.machine.host),
-            threads: self.machine.host.threads,
-        }
-    }
-
     fn transfer(stage: usize, direction: Direction, sizes_bytes: Vec<u64>) -> Step {
         Step::Transfer {
             stage,
             direction,
             kind: TransferKind::Parallel,
             sizes_bytes,
-        }
-    }
-
-    /// Every answer of batch `b` must equal the reference's.
-    fn verify(&self, b: u64, answers: &[Option<u64>]) -> Result<(), IndexError> {
-        let want = self.reference.answers(b as usize);
-        match (0..answers.len()).find(|&i| answers[i] != want[i]) {
-            None => Ok(()),
-            Some(i) => Err(IndexError::Verification(format!(
-                "batch {b}, query {i} ({}): the DPUs answered {:?}, the reference {:?}",
-                self.kind.name(),
-                answers[i],
-                want[i]
-            ))),
         }
     }
 
@@ -328,7 +308,12 @@ impl Index for BForest {
             .policies
             .postprocessing
             .postprocess(&env, &routed, &evaluated, n);
-        self.verify(batch, &post.answers)?;
+        super::verify(
+            self.kind,
+            batch,
+            &post.answers,
+            &self.reference.answers(batch as usize),
+        )?;
         let timelines = record_dpus(
             &*self.policies.evaluation,
             &env,
@@ -340,14 +325,14 @@ impl Index for BForest {
         let program = Program {
             stages: STAGES.to_vec(),
             steps: vec![
-                self.host_step(0, "route and pack", routed.work),
+                host_step(&self.machine, 0, "route and pack", routed.work),
                 Self::transfer(1, Direction::CpuDpu, routed.push_bytes.clone()),
                 Step::Launch {
                     stage: 2,
                     dpu_time: evaluated.per_dpu.clone(),
                 },
                 Self::transfer(3, Direction::DpuCpu, post.pull_bytes.clone()),
-                self.host_step(4, "merge", post.work),
+                host_step(&self.machine, 4, "merge", post.work),
             ],
         };
         if measured {
@@ -430,19 +415,6 @@ struct PoliciesReport {
     postprocessing: PolicyReport,
 }
 
-fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
-    if workload.tasklets > machine.dpu.max_tasklets {
-        return Err(workload.attribution.error_at(
-            "run.tasklets",
-            format!(
-                "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
-                workload.tasklets, machine.dpu.max_tasklets
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Builds every DPU's trees straight into its MRAM (only their shape is kept on the side, so
 /// the tree bytes exist once) and fills the reference from each chunk's pairs meanwhile.
 fn build(
@@ -488,15 +460,8 @@ fn record_dpus(
     per_dpu: &[Time],
     record: &Record,
 ) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
-    let (dpus, max_spans) = match record {
-        Record::Nothing => return Ok(Vec::new()),
-        Record::Busiest { max_spans } => {
-            let busiest = (0..per_dpu.len())
-                .max_by_key(|&d| (per_dpu[d], std::cmp::Reverse(d)))
-                .unwrap_or(0);
-            (vec![busiest as u32], *max_spans)
-        }
-        Record::Dpus { dpus, max_spans } => (dpus.clone(), *max_spans),
+    let Some((dpus, max_spans)) = record.dpus(per_dpu) else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::with_capacity(dpus.len());
     for d in dpus {
@@ -668,12 +633,8 @@ fn check_mram(
         .zip(&records)
         .map(|(&(cold, hot), &n)| mram_need_bytes(workload.kind, cold, hot, n))
         .collect();
-    let (dpu, max) = need
-        .iter()
-        .copied()
-        .enumerate()
-        .max_by_key(|&(i, b)| (b, std::cmp::Reverse(i)))
-        .unwrap_or((0, 0));
+    let dpu = busiest(&need);
+    let max = need.get(dpu).copied().unwrap_or(0);
     if max > machine.mram_size_bytes {
         let (cold, hot) = pairs[dpu];
         let reason = format!(

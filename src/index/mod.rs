@@ -10,9 +10,10 @@ pub mod pimtree;
 use crate::config::InputError;
 use crate::dpu::{LaunchError, TaskletTimeline};
 use crate::engine::Time;
+use crate::host::HostWork;
 use crate::machine::Machine;
-use crate::system::program::Program;
-use crate::workload::Workload;
+use crate::system::program::{Program, Step};
+use crate::workload::{QueryKind, Workload};
 use serde::Serialize;
 
 /// What went wrong inside an index.
@@ -57,6 +58,72 @@ pub enum Record {
         dpus: Vec<u32>,
         max_spans: usize,
     },
+}
+
+impl Record {
+    /// The DPUs to record, by global index, and the span bound; `None` for nothing.
+    /// `kernel` is each DPU's kernel time in the batch (to find the busiest).
+    pub fn dpus(&self, kernel: &[Time]) -> Option<(Vec<u32>, usize)> {
+        match self {
+            Record::Nothing => None,
+            Record::Busiest { max_spans } => Some((vec![busiest(kernel) as u32], *max_spans)),
+            Record::Dpus { dpus, max_spans } => Some((dpus.clone(), *max_spans)),
+        }
+    }
+}
+
+/// The index of the largest value, the lowest index among equals (0 when empty).
+pub(crate) fn busiest<T: Ord + Copy>(values: &[T]) -> usize {
+    (0..values.len())
+        .max_by_key(|&i| (values[i], std::cmp::Reverse(i)))
+        .unwrap_or(0)
+}
+
+/// A host task of `work` (the host cost model) spread over all the host's threads.
+pub(crate) fn host_step(
+    machine: &Machine,
+    stage: usize,
+    label: &'static str,
+    work: HostWork,
+) -> Step {
+    Step::Host {
+        stage,
+        label,
+        work_ps: work.single_thread_ps(&machine.host),
+        threads: machine.host.threads,
+    }
+}
+
+/// Every answer of batch `b` must equal the reference's `want`.
+pub(crate) fn verify(
+    kind: QueryKind,
+    b: u64,
+    answers: &[Option<u64>],
+    want: &[Option<u64>],
+) -> Result<(), IndexError> {
+    match (0..answers.len()).find(|&i| answers[i] != want[i]) {
+        None => Ok(()),
+        Some(i) => Err(IndexError::Verification(format!(
+            "batch {b}, query {i} ({}): the DPUs answered {:?}, the reference {:?}",
+            kind.name(),
+            answers[i],
+            want[i]
+        ))),
+    }
+}
+
+/// The tasklets the run asks for must exist on the machine's DPUs.
+pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
+    if workload.tasklets > machine.dpu.max_tasklets {
+        return Err(workload.attribution.error_at(
+            "run.tasklets",
+            format!(
+                "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
+                workload.tasklets, machine.dpu.max_tasklets
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The largest MRAM need of one DPU.

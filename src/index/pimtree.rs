@@ -19,12 +19,15 @@
 //! every DPU's MRAM (about 22 GB at 500 M pairs). `run_batch` then assembles the batch
 //! from the stored kernel times and replies and checks every answer.
 
-use super::{BatchWork, Index, IndexError, MramNeed, Record, streaming_time};
+use super::{
+    BatchWork, Index, IndexError, MramNeed, Record, busiest, check_tasklets, host_step,
+    streaming_time,
+};
 use crate::config::InputError;
 use crate::dpu::{Dpu, LaunchError, TaskletTimeline};
 use crate::engine::Time;
 use crate::forest::reference::Reference;
-use crate::host::{HostWork, moved_bytes};
+use crate::host::moved_bytes;
 use crate::machine::Machine;
 use crate::pimtree::gets::GetRound;
 use crate::pimtree::image::{Layout, data_node_capacity, write_image};
@@ -302,27 +305,12 @@ impl PimTree {
         b: usize,
         record: &Record,
     ) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
-        let (dpus, max_spans) = match record {
-            Record::Nothing => return Ok(Vec::new()),
-            Record::Busiest { max_spans } => {
-                let k = &self.results[b].kernel;
-                let busiest = (0..k.len()).max_by_key(|&d| (k[d], std::cmp::Reverse(d)));
-                (vec![busiest.unwrap_or(0) as u32], *max_spans)
-            }
-            Record::Dpus { dpus, max_spans } => (dpus.clone(), *max_spans),
+        let Some((dpus, max_spans)) = record.dpus(&self.results[b].kernel) else {
+            return Ok(Vec::new());
         };
         dpus.into_iter()
             .map(|d| Ok((d, self.record_dpu(b, d, max_spans)?)))
             .collect()
-    }
-
-    fn host_step(&self, stage: usize, label: &'static str, work: HostWork) -> Step {
-        Step::Host {
-            stage,
-            label,
-            work_ps: work.single_thread_ps(&self.machine.host),
-            threads: self.machine.host.threads,
-        }
     }
 
     /// Batch `b`'s program, with its buffers' payload bytes and the bytes moved.
@@ -351,30 +339,18 @@ impl PimTree {
         let program = Program {
             stages: STAGES.to_vec(),
             steps: vec![
-                self.host_step(0, "sort", sort),
-                self.host_step(1, "deduplicate, hash, bucket", tasks),
+                host_step(&self.machine, 0, "sort", sort),
+                host_step(&self.machine, 1, "deduplicate, hash, bucket", tasks),
                 transfer(2, Direction::CpuDpu, push),
                 Step::Launch {
                     stage: 3,
                     dpu_time: self.results[b].kernel.clone(),
                 },
                 transfer(4, Direction::DpuCpu, pull),
-                self.host_step(5, "fill", round.fill_work()),
+                host_step(&self.machine, 5, "fill", round.fill_work()),
             ],
         };
         (program, payload, moved)
-    }
-
-    /// Every query's answer must equal the reference's.
-    fn verify(&self, b: usize, answers: &[Option<u64>]) -> Result<(), IndexError> {
-        let want = self.reference.answers(b);
-        match (0..answers.len()).find(|&i| answers[i] != want[i]) {
-            None => Ok(()),
-            Some(i) => Err(IndexError::Verification(format!(
-                "batch {b}, query {i} (get): the DPUs answered {:?}, the reference {:?}",
-                answers[i], want[i]
-            ))),
-        }
     }
 }
 
@@ -388,7 +364,7 @@ impl Index for PimTree {
     }
 
     fn mram(&self) -> MramNeed {
-        let (dpu, _) = busiest(&self.keys_per_dpu);
+        let dpu = busiest(&self.keys_per_dpu);
         MramNeed {
             available_bytes: self.machine.mram_size_bytes,
             max_needed_bytes: self.layout.end,
@@ -412,7 +388,7 @@ impl Index for PimTree {
             )));
         }
         let answers = round.fill(&self.results[b].replies);
-        self.verify(b, &answers)?;
+        super::verify(QueryKind::Get, batch, &answers, &self.reference.answers(b))?;
         let (program, payload, moved) = self.program(b);
         if measured {
             let round = &self.rounds[b];
@@ -451,7 +427,7 @@ impl Index for PimTree {
             max_tasks_per_dpu: per_batch(t.max_tasks),
             payload_bytes_per_query: per_query(t.payload_bytes),
             moved_bytes_per_query: per_query(t.moved_bytes),
-            max_keys_per_dpu: busiest(&self.keys_per_dpu).1,
+            max_keys_per_dpu: self.keys_per_dpu[busiest(&self.keys_per_dpu)],
             insert_probes_per_key: self.insert_probes as f64 / keys.max(1) as f64,
             mram_layout_bytes: self.layout.end,
             dpu_groups: self.groups,
@@ -506,16 +482,6 @@ struct PimTreeFields {
     dpu_groups: u32,
 }
 
-/// (DPU, count) of the largest count, the lowest DPU among equals.
-fn busiest(counts: &[u64]) -> (usize, u64) {
-    counts
-        .iter()
-        .copied()
-        .enumerate()
-        .max_by_key(|&(i, c)| (c, std::cmp::Reverse(i)))
-        .unwrap_or((0, 0))
-}
-
 /// What this version of the PIM-tree model runs; anything else is refused before work.
 fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     let err = |key: &str, reason: String| Err(workload.attribution.error_at(key, reason));
@@ -534,15 +500,7 @@ fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputErr
             "pim-tree plans every batch before simulating its DPUs, so it runs closed arrivals only".to_owned(),
         );
     }
-    if workload.tasklets > machine.dpu.max_tasklets {
-        return err(
-            "run.tasklets",
-            format!(
-                "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
-                workload.tasklets, machine.dpu.max_tasklets
-            ),
-        );
-    }
+    check_tasklets(machine, workload)?;
     let layout = Layout::new(workload.tasklets);
     if layout.end > machine.mram_size_bytes {
         return Err(machine.attribution.error_at(
@@ -658,7 +616,8 @@ fn check_mram(
     keys_per_dpu: &[u64],
     rounds: &[GetRound],
 ) -> Result<(), InputError> {
-    let (dpu, keys) = busiest(keys_per_dpu);
+    let dpu = busiest(keys_per_dpu);
+    let keys = keys_per_dpu[dpu];
     let capacity = data_node_capacity(layout);
     if keys > capacity {
         return Err(workload.attribution.error_at(
