@@ -155,3 +155,71 @@ fn a_closed_pipe_exits_1_with_a_message() {
         "{stderr}"
     );
 }
+
+/// `partition --out` goes through the same checks as `run`'s: it once overwrote its own
+/// machine file with exit 0.
+#[test]
+fn partition_out_is_checked_like_run_out() {
+    let dir = scratch("partition");
+    let machine = dir.join("m.toml");
+    std::fs::copy(MACHINE, &machine).unwrap();
+    let before = std::fs::read_to_string(&machine).unwrap();
+    let m = machine.to_str().unwrap();
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        m,
+        "--workload",
+        WORKLOAD,
+        "--quiet",
+        "--out",
+        m,
+    ]);
+    assert_bad(&o, &["--out", "input file given to --machine"]);
+    assert_eq!(std::fs::read_to_string(&machine).unwrap(), before);
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&machine, &link).unwrap();
+    let args = ["partition", "--machine", MACHINE, "--workload", WORKLOAD];
+    let o = pimdes(&[&args[..], &["--out", link.to_str().unwrap()]].concat());
+    assert_bad(&o, &["--out", "symbolic link"]);
+    let out = dir.join("p.json");
+    let o = pimdes(&[&args[..], &["--quiet", "--out", out.to_str().unwrap()]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(entries(&dir), ["link.json", "m.toml", "p.json"]);
+}
+
+/// A signal while the report's temporary file exists removes it, and the process ends by
+/// that signal (so a shell or scheduler sees it), leaving no file at all.
+#[test]
+fn a_signal_during_the_write_leaves_no_temporary_file() {
+    use std::os::unix::process::ExitStatusExt;
+    for (signal, number) in [("TERM", 15), ("INT", 2), ("HUP", 1)] {
+        let dir = scratch(&format!("signal-{signal}"));
+        let out = dir.join("report.json");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+            .args(["partition", "--machine", MACHINE, "--workload", WORKLOAD])
+            .args(["--quiet", "--out", out.to_str().unwrap()])
+            .env("PIMDES_TEST_HOLD_TEMPORARY_MS", "20000")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Waits (at most 20 s) for the temporary file to appear beside the target.
+        let appeared = (0..2000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            entries(&dir)
+                .iter()
+                .any(|n| n.starts_with(".report.json.tmp-"))
+        });
+        assert!(appeared, "no temporary file appeared: {:?}", entries(&dir));
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(number), "SIG{signal}: {status:?}");
+        assert!(entries(&dir).is_empty(), "SIG{signal}: {:?}", entries(&dir));
+    }
+}

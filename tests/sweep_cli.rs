@@ -94,7 +94,8 @@ fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
         .collect();
     std::fs::remove_file(killed.join(names[0])).unwrap();
     std::fs::remove_file(killed.join("results.csv")).unwrap();
-    std::fs::write(killed.join(format!("{}.tmp-999-0", names[1])), "{ half").unwrap();
+    std::fs::write(killed.join(format!(".{}.tmp-999-0", names[1])), "{ half").unwrap();
+    std::fs::write(killed.join(format!("{}.tmp-998-0", names[1])), "{ older").unwrap();
     // A result of another configuration under a point's name is not taken as the point's.
     std::fs::copy(killed.join(names[3]), killed.join(names[2])).unwrap();
     let o = sweep(&[s(&m), "--out", s(&killed), "--jobs", "2"]);

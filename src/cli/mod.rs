@@ -16,10 +16,11 @@ use crate::config::Override;
 use crate::error::{Error, InputError};
 use crate::experiments::partition::run_partition;
 use crate::machine::Machine;
+use crate::output::OutputTarget;
 use crate::partition;
 use crate::workload::Workload;
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) use output::write_stdout;
 
@@ -89,6 +90,11 @@ struct PartitionArgs {
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if let Err(e) = crate::output::remove_temporaries_on_signals() {
+        eprintln!(
+            "warning: cannot install signal handlers ({e}); a temporary output file may be left if pimdes is interrupted"
+        );
+    }
     // `compare` has its own success codes (1: something moved beyond the tolerance).
     let mut compare_code = 0;
     let result = output::check_stdout_open().and_then(|()| match cli.command {
@@ -164,7 +170,25 @@ fn choose_partitioner(
     })
 }
 
+/// The output files the flags name (`("--out", path)`, ...), checked against each other
+/// and the input files before anything is loaded or simulated.
+fn check_outputs(
+    outputs: &[(&'static str, Option<&Path>)],
+    common: &CommonArgs,
+) -> Result<(), InputError> {
+    let targets: Vec<OutputTarget> = outputs
+        .iter()
+        .filter_map(|&(flag, path)| path.map(|path| OutputTarget { flag, path }))
+        .collect();
+    let inputs = [
+        ("--machine", common.machine.as_path()),
+        ("--workload", common.workload.as_path()),
+    ];
+    crate::output::check_targets(&targets, &inputs)
+}
+
 fn partition_command(args: PartitionArgs) -> Result<(), Error> {
+    check_outputs(&[("--out", args.out.as_deref())], &args.common)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     let progress = progress::heartbeat("pimdes partition", args.quiet, "partitioning");
@@ -176,7 +200,11 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     let mut json = serde_json::to_string_pretty(&report).expect("reports serialise");
     json.push('\n');
     if let Some(out) = &args.out {
-        crate::experiments::sweep::write_atomically(out, &json)?;
+        let target = OutputTarget {
+            flag: "--out",
+            path: out,
+        };
+        crate::output::write_atomically(target, json.as_bytes())?;
     }
     let text = if args.common.json {
         json

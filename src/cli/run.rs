@@ -1,6 +1,5 @@
 //! `pimdes run`.
 
-use super::output::{OutputTarget, check_targets, write_atomically};
 use super::{CommonArgs, choose_partitioner, command_line, load_inputs, table, write_stdout};
 use crate::config::InputError;
 use crate::error::Error;
@@ -9,6 +8,7 @@ use crate::experiments::timeline::{
     MAX_TRACE_EVENTS, MAX_TRACED_DPU_BATCHES, TraceDpus, TraceRequest,
 };
 use crate::machine::Machine;
+use crate::output::{OutputTarget, write_atomically};
 use crate::trace::Trace;
 use crate::workload::Workload;
 use clap::Args;
@@ -155,22 +155,12 @@ fn write_trace(path: &Path, trace: &Trace) -> Result<(), Error> {
     Ok(())
 }
 
-/// The output files the flags name, checked before anything is simulated.
-fn check_outputs(args: &RunArgs) -> Result<(), InputError> {
-    let outputs = [("--out", &args.out), ("--trace", &args.trace)];
-    let targets: Vec<OutputTarget> = outputs
-        .iter()
-        .filter_map(|(flag, path)| path.as_deref().map(|path| OutputTarget { flag, path }))
-        .collect();
-    let inputs = [
-        ("--machine", args.common.machine.as_path()),
-        ("--workload", args.common.workload.as_path()),
-    ];
-    check_targets(&targets, &inputs)
-}
-
 pub fn run(args: RunArgs) -> Result<(), Error> {
-    check_outputs(&args)?;
+    let outputs = [
+        ("--out", args.out.as_deref()),
+        ("--trace", args.trace.as_deref()),
+    ];
+    super::check_outputs(&outputs, &args.common)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     super::estimate::check_host_memory(&machine, &workload)?;

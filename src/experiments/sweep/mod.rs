@@ -16,12 +16,13 @@ use crate::experiments::compare::{Comparison, Tolerance, compare_results, load_r
 use crate::experiments::partition::{EffectiveConfig, run_partition};
 use crate::experiments::run::{Silent, run};
 use crate::machine::Machine;
+use crate::output::{OutputTarget, temporary_target};
 use crate::partition::{self, Partitioner};
 use crate::workload::Workload;
 pub use manifest::{Manifest, Point, SweepCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -165,23 +166,13 @@ pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
         .map_err(|e| InputError::plain(&origin, format!("not a sweep index: {e}")))
 }
 
-/// Writes `text` to `path` through a temporary file beside it and a rename, so a kill never
-/// leaves half a file under the final name. The temporary name is `<file>.tmp-<pid>-<n>`.
+/// Writes `text` to `path` atomically (see [`crate::output::write_atomically`]).
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let fail = |e: std::io::Error| Error::Output {
-        path: path.display().to_string(),
-        reason: e.to_string(),
+    let target = OutputTarget {
+        flag: "pimdes sweep",
+        path,
     };
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}-{n}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        fail(e)
-    })
+    crate::output::write_atomically(target, text.as_bytes())
 }
 
 /// Removes temporary files a killed sweep left beside its points' files.
@@ -195,9 +186,9 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
     for entry in std::fs::read_dir(dir).map_err(fail)? {
         let entry = entry.map_err(fail)?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let stale = name
-            .rsplit_once(".tmp-")
-            .is_some_and(|(file, _)| ours.iter().any(|o| o == file));
+        // `.FILE.tmp-PID-N`, and `FILE.tmp-PID-N` of sweeps written by earlier versions.
+        let target = temporary_target(&name).or_else(|| name.rsplit_once(".tmp-").map(|(f, _)| f));
+        let stale = target.is_some_and(|file| ours.iter().any(|o| o == file));
         if stale {
             std::fs::remove_file(entry.path()).map_err(fail)?;
         }
