@@ -48,6 +48,11 @@ pub enum Error {
         /// The workload's seed; `None` where no random numbers are drawn (microbenchmarks).
         seed: Option<u64>,
     },
+    /// Simulated time passed the simulator's ceiling: the configuration's costs are too
+    /// large for its work. Exit code 2 (commands attach the keys; see
+    /// [`crate::system::exec::PastCeiling`]).
+    #[error("{0}; lower the configuration's costs or its work")]
+    PastCeiling(#[from] crate::system::exec::PastCeiling),
     /// Writing output failed. Exit code 1.
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
@@ -76,7 +81,7 @@ impl From<LaunchError> for Error {
 impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Input(_) | Error::Machine { .. } => EXIT_BAD_INPUT,
+            Error::Input(_) | Error::Machine { .. } | Error::PastCeiling(_) => EXIT_BAD_INPUT,
             Error::Kernel(_) | Error::Verification(_) => EXIT_SIMULATOR_BUG,
             Error::Reproducible { bug, .. } => bug.exit_code(),
             Error::Output { .. } => EXIT_FAILURE,

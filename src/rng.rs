@@ -16,6 +16,8 @@ pub enum Purpose {
     Batch,
     /// The seed of repetition `index` of a sweep point.
     Repetition,
+    /// The choices of a soak case (the seed is the case's).
+    Soak,
 }
 
 impl Purpose {
@@ -25,6 +27,7 @@ impl Purpose {
             Purpose::DataChunk => 2,
             Purpose::Batch => 3,
             Purpose::Repetition => 4,
+            Purpose::Soak => 5,
         }
     }
 }

@@ -207,6 +207,6 @@ fn b6_a_batch_is_only_as_fast_as_its_slowest_dpu() {
     assert_eq!(cycles, vec![11_000, 22_000, 33_000, 44_000]);
     assert_eq!(report.slowest_cycles, 44_000);
     // 150 us launch + 44,000 cycles at 350 MHz (125,714,285.7 ps, rounded up).
-    let time = pimdes::host::Host::new(&m).launch(&cycles);
+    let time = pimdes::host::Host::new(&m).launch(&cycles).unwrap();
     assert_eq!(time.ps(), 150_000_000 + 125_714_286);
 }

@@ -82,7 +82,7 @@ fn a_launch_waits_for_the_slowest_dpu() {
     // 350,000,000 cycles at 350 MHz = 1 s, plus the 150 us launch.
     let mut cycles = vec![100u64; 64];
     cycles[7] = 350_000_000;
-    let t = host.launch(&cycles);
+    let t = host.launch(&cycles).unwrap();
     assert_eq!(t, Time(150_000_000 + 1_000_000_000_000));
     assert_eq!(host.ownership_switch(3), Time(3 * 67_000_000));
 }
@@ -97,8 +97,8 @@ fn host_cpu_work_is_spread_over_the_threads_it_may_use() {
         ..HostWork::default()
     };
     // 1000 x 60 + 500 x 10 + 4000 x 0.25 = 66,000 ns.
-    assert_eq!(host.cpu(work, 1), Time(66_000_000));
-    assert_eq!(host.cpu(work, 4), Time(16_500_000));
+    assert_eq!(host.cpu(work, 1).unwrap(), Time(66_000_000));
+    assert_eq!(host.cpu(work, 4).unwrap(), Time(16_500_000));
     // At most the host's 32 threads.
-    assert_eq!(host.cpu(work, 1000), Time(2_062_500));
+    assert_eq!(host.cpu(work, 1000).unwrap(), Time(2_062_500));
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use pimdes::engine::Time;
-use pimdes::system::exec::{Arrival, Executor, LaunchMode, Protocol, Timeline, Track};
+use pimdes::system::exec::{Arrival, Executor, LaunchMode, PastCeiling, Protocol, Timeline, Track};
 use pimdes::system::program::{Class, Direction, Program, Stage, Step, TransferKind};
 
 const US: u64 = 1_000_000;
@@ -41,13 +41,7 @@ fn run(
     batches: u64,
     program: Program,
 ) -> Timeline {
-    Executor::<std::convert::Infallible>::run(
-        machine,
-        protocol,
-        batches,
-        |_, _| Ok(program.clone()),
-    )
-    .unwrap()
+    Executor::<PastCeiling>::run(machine, protocol, batches, |_, _| Ok(program.clone())).unwrap()
 }
 
 fn protocol(launch: LaunchMode, in_flight: u32, arrival: Arrival) -> Protocol {
@@ -258,7 +252,7 @@ fn a_batch_without_dpu_work_does_not_hold_up_the_next_batches_turn() {
         stages: stages(),
         steps: vec![host(10, 32)],
     };
-    let t = Executor::<std::convert::Infallible>::run(
+    let t = Executor::<PastCeiling>::run(
         &m,
         protocol(LaunchMode::Sync, 2, Arrival::Closed),
         4,
@@ -276,4 +270,34 @@ fn a_batch_without_dpu_work_does_not_hold_up_the_next_batches_turn() {
     assert!(end(1) < end(0), "the host-only batch ends first");
     // Batch 2 launches right when batch 0's kernel ends.
     assert_eq!(end(2) - end(0), Time(1150 * US));
+}
+
+/// Simulated time has a ceiling, 2^62 ps: batches that pass it end the run with an error
+/// naming the batch, however large the step (no overflow, no panic); times before it are
+/// exact.
+#[test]
+fn time_past_the_ceiling_is_an_error_not_an_overflow() {
+    let m = common::machine(&["ranks=1", "usable_dpus=64"]);
+    let ceiling = pimdes::engine::CEILING.ps();
+    let step = |work_ps: u64| Program {
+        stages: stages(),
+        steps: vec![Step::Host {
+            stage: 0,
+            label: "host work",
+            work_ps,
+            threads: 1,
+        }],
+    };
+    // Two batches of a quarter of the ceiling each fit exactly.
+    let t = run(&m, Protocol::sequential(1), 2, step(ceiling / 4));
+    assert_eq!(t.batches[1].end, Time(ceiling / 2));
+    // The third of four batches of 0.4 x the ceiling passes it.
+    let past = Executor::<PastCeiling>::run(&m, Protocol::sequential(1), 4, |_, _| {
+        Ok(step(ceiling / 10 * 4))
+    });
+    assert_eq!(past.unwrap_err(), PastCeiling { batch: 2 });
+    // A step of u64::MAX picoseconds (a saturated cost) stops in its own batch.
+    let past =
+        Executor::<PastCeiling>::run(&m, Protocol::sequential(1), 3, |_, _| Ok(step(u64::MAX)));
+    assert_eq!(past.unwrap_err(), PastCeiling { batch: 0 });
 }

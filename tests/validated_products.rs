@@ -86,3 +86,34 @@ fn fixed_costs_that_would_overflow_simulated_time_are_refused() {
     ]);
     assert_bad(&o, &["`batches.measured`", "fixed costs alone"]);
 }
+
+/// Host costs at their largest valid values times a run's queries pass the end of u64
+/// picoseconds: the run stops at the simulator's time ceiling (2^62 ps) with an input
+/// error naming the keys, instead of the panic "host work fits u64 picoseconds".
+#[test]
+fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--quiet",
+        "--set",
+        "machine.host.pack_ns_per_byte=1e9",
+        "--set",
+        "machine.host.route_ns_per_query=1e9",
+        "--set",
+        "machine.host.threads=1",
+        "--set",
+        "batches.measured=20",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set batches.measured=20: key `batches.measured`",
+            "simulated time passed 4611686 s (2^62 ps, the simulator's ceiling) in batch 8",
+            "host.*_ns_per_*",
+        ],
+    );
+}

@@ -4,20 +4,20 @@
 
 mod compare;
 mod defaults;
-mod estimate;
 mod microbench;
 mod output;
 mod progress;
 mod run;
+mod soak;
 mod sweep;
 mod table;
 
 use crate::config::Override;
 use crate::error::{Error, InputError};
-use crate::experiments::partition::run_partition;
+use crate::experiments::estimate::{Limits, check_partition, long_note};
+use crate::experiments::partition::{choose_partitioner, run_partition};
 use crate::machine::Machine;
 use crate::output::OutputTarget;
-use crate::partition;
 use crate::workload::Workload;
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -52,6 +52,10 @@ enum Command {
     /// Run every point of a manifest (a grid of `--set` values) into one result file each,
     /// resumably; list the points as command lines; or collect them into CSV and JSON Lines.
     Sweep(sweep::SweepArgs),
+    /// Draw random small machines, workloads, indexes, partitioners, policies and
+    /// protocols from a seed, run each on one thread and on two, and check the invariants
+    /// (answers verified, breakdown adds up, times ordered, IF >= 1, same report).
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +107,7 @@ pub fn main() -> i32 {
         Some(Command::Microbench(args)) => microbench::run(args),
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Sweep(args)) => sweep::run(args),
+        Some(Command::Soak(args)) => soak::run(args),
         Some(Command::Compare(args)) => compare::run(args).map(|code| compare_code = code),
     });
     match result {
@@ -149,27 +154,6 @@ fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
     Ok((machine, workload))
 }
 
-/// The partitioner named by `--partitioner`, else by the workload's `partition.partitioner`;
-/// an unknown name is an error naming whichever gave it.
-fn choose_partitioner(
-    flag: &Option<String>,
-    workload: &Workload,
-) -> Result<Box<dyn partition::Partitioner>, InputError> {
-    let name = flag.as_deref().unwrap_or(&workload.partitioner);
-    partition::by_name(name).ok_or_else(|| {
-        let reason = format!(
-            "unknown partitioner `{name}`; expected one of: {}",
-            partition::names().join(", ")
-        );
-        match flag {
-            Some(_) => InputError::plain("--partitioner", reason),
-            None => workload
-                .attribution
-                .error_at("partition.partitioner", reason),
-        }
-    })
-}
-
 /// The output files the flags name (`("--out", path)`, ...), checked against each other
 /// and the input files before anything is loaded or simulated.
 fn check_outputs(
@@ -191,6 +175,10 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     check_outputs(&[("--out", args.out.as_deref())], &args.common)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
+    let wall_s = check_partition(&workload, &Limits::host())?;
+    if let Some(note) = long_note(wall_s).filter(|_| !args.quiet) {
+        eprintln!("{note}");
+    }
     let progress = progress::heartbeat("pimdes partition", args.quiet, "partitioning");
     let report = run_partition(&machine, &workload, partitioner.as_ref())?;
     drop(progress);

@@ -21,6 +21,9 @@ struct State {
     batches_from: Option<Instant>,
     finished: bool,
     printed: bool,
+    /// A line printed once, when the first batch starts (after every input check), such
+    /// as the run's estimated wall time.
+    note: Option<String>,
 }
 
 type Shared = Arc<(Mutex<State>, Condvar)>;
@@ -49,6 +52,12 @@ impl StderrProgress {
             ticker: Some(ticker),
             terminal,
         }
+    }
+
+    /// Prints `note` on stderr when the first batch starts: after the index is built, so
+    /// an input error found while building is not preceded by it.
+    pub fn note_at_first_batch(&mut self, note: String) {
+        self.set(|s| s.note = Some(note));
     }
 
     fn set(&self, update: impl FnOnce(&mut State)) {
@@ -145,7 +154,17 @@ fn estimate_left(spent: Duration, done: u64, total: u64) -> Option<Duration> {
 
 impl Progress for StderrProgress {
     fn batch(&mut self, done: u64, total: u64) {
+        let terminal = self.terminal;
         self.set(|s| {
+            if let Some(note) = s.note.take() {
+                // On a terminal, over the progress line being redrawn.
+                let clear = if terminal && s.printed {
+                    "\r\x1b[K"
+                } else {
+                    ""
+                };
+                eprintln!("{clear}{note}");
+            }
             let from = *s.batches_from.get_or_insert_with(Instant::now);
             s.status = match estimate_left(from.elapsed(), done, total) {
                 Some(d) => format!("batch {}/{total}, about {} left", done + 1, clock(d)),

@@ -1,8 +1,10 @@
 //! `pimdes run`.
 
-use super::{CommonArgs, choose_partitioner, command_line, load_inputs, table, write_stdout};
+use super::{CommonArgs, command_line, load_inputs, table, write_stdout};
 use crate::config::InputError;
 use crate::error::Error;
+use crate::experiments::estimate::{Limits, check_run};
+use crate::experiments::partition::choose_partitioner;
 use crate::experiments::run::{Progress, RunReport, Silent, run_traced};
 use crate::experiments::timeline::{
     MAX_TRACE_EVENTS, MAX_TRACED_DPU_BATCHES, TraceDpus, TraceRequest,
@@ -163,12 +165,16 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     super::check_outputs(&outputs, &args.common)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
-    super::estimate::check_host_memory(&machine, &workload)?;
+    let estimate = check_run(&machine, &workload, &Limits::host())?;
     let mut progress: Box<dyn Progress> = if args.quiet {
         Box::new(Silent)
     } else {
         let terminal = std::io::stderr().is_terminal();
-        Box::new(super::progress::StderrProgress::new("pimdes run", terminal))
+        let mut p = super::progress::StderrProgress::new("pimdes run", terminal);
+        if let Some(note) = estimate.long() {
+            p.note_at_first_batch(note);
+        }
+        Box::new(p)
     };
     let trace = trace_request(&args, &machine, &workload)?;
     let (report, timeline) = run_traced(

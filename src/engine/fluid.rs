@@ -95,7 +95,8 @@ impl<K: Copy + PartialEq + std::fmt::Debug> FluidShare<K> {
             .iter()
             .map(|f| {
                 let ps = f.remaining.div_ceil(f.rate_per_ps as u128);
-                let ps = u64::try_from(ps).expect("a flow's duration fits u64 picoseconds");
+                // Saturates (see `engine::CEILING`): the executor stops before such a time.
+                let ps = u64::try_from(ps).unwrap_or(u64::MAX);
                 self.updated_at + Time(ps)
             })
             .min()

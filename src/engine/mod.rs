@@ -22,4 +22,4 @@ mod time;
 pub use fluid::FluidShare;
 pub use queue::{EventQueue, QueueFull};
 pub use slots::SlotQueue;
-pub use time::{Clock, Cycles, PS_PER_S, Time};
+pub use time::{CEILING, Clock, Cycles, PS_PER_S, Time};

@@ -7,6 +7,13 @@ use std::ops::{Add, AddAssign, Sub};
 /// Picoseconds in one second.
 pub const PS_PER_S: u64 = 1_000_000_000_000;
 
+/// The latest simulated time a simulation may reach: 2^62 ps, about 53 days. Conversions
+/// and sums of [`Time`] saturate at `u64::MAX` instead of overflowing, so a configuration
+/// whose costs would pass the end of u64 picoseconds produces times beyond the ceiling,
+/// never a wrapped or panicking one; the system executor stops with an error at the first
+/// event past the ceiling, while every time before it is exact.
+pub const CEILING: Time = Time(1 << 62);
+
 /// A count of cycles of one clock domain (a DPU's clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
 pub struct Cycles(pub u64);
@@ -50,14 +57,11 @@ impl Time {
     }
 }
 
+/// Saturates at `u64::MAX` (see [`CEILING`]).
 impl Add for Time {
     type Output = Time;
     fn add(self, rhs: Time) -> Time {
-        Time(
-            self.0
-                .checked_add(rhs.0)
-                .expect("simulated time overflowed u64 picoseconds"),
-        )
+        Time(self.0.saturating_add(rhs.0))
     }
 }
 
@@ -127,8 +131,9 @@ impl Clock {
     }
 }
 
+/// `num / den` rounded up, saturated at `u64::MAX` (see [`CEILING`]).
 fn div_ceil_u128(num: u128, den: u128) -> u64 {
-    u64::try_from(num.div_ceil(den)).expect("simulated time overflowed u64 picoseconds")
+    u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! the machine, each returning a typed report.
 
 pub mod compare;
+pub mod estimate;
 pub mod partition;
 pub mod run;
+pub mod soak;
 pub mod sweep;
 pub mod timeline;

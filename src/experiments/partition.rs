@@ -1,6 +1,7 @@
 //! `pimdes partition`: run a partitioner on the reference batch and measure the imbalance it
 //! leaves on the measured batches, without timing.
 
+use crate::config::InputError;
 use crate::error::Error;
 use crate::forest::layout::dpu_trees_bytes;
 use crate::machine::{Machine, RawMachine};
@@ -124,6 +125,27 @@ pub fn queries_per_dpu(
         }
     });
     loads
+}
+
+/// The partitioner named by `--partitioner`, else by the workload's `partition.partitioner`;
+/// an unknown name is an error naming whichever gave it.
+pub fn choose_partitioner(
+    flag: &Option<String>,
+    workload: &Workload,
+) -> Result<Box<dyn Partitioner>, InputError> {
+    let name = flag.as_deref().unwrap_or(&workload.partitioner);
+    crate::partition::by_name(name).ok_or_else(|| {
+        let reason = format!(
+            "unknown partitioner `{name}`; expected one of: {}",
+            crate::partition::names().join(", ")
+        );
+        match flag {
+            Some(_) => InputError::plain("--partitioner", reason),
+            None => workload
+                .attribution
+                .error_at("partition.partitioner", reason),
+        }
+    })
 }
 
 pub fn run_partition(

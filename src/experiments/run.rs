@@ -12,7 +12,9 @@ use crate::experiments::timeline::{TraceDpus, TraceRequest, build_trace};
 use crate::index::{self, Index, IndexError, MramNeed, Record};
 use crate::machine::Machine;
 use crate::partition::Partitioner;
-use crate::system::exec::{Arrival, BatchTiming, Executor, LaunchMode, Protocol, Timeline};
+use crate::system::exec::{
+    Arrival, BatchTiming, Executor, LaunchMode, PastCeiling, Protocol, Timeline,
+};
 use crate::system::program::{Class, Program};
 use crate::trace::Trace;
 use crate::workload::Workload;
@@ -312,7 +314,7 @@ pub fn drive(
     wall: std::time::Instant,
     trace: Option<&TraceRequest>,
 ) -> Result<(RunReport, Option<Trace>), Error> {
-    let init = time_init(machine, index.init_programs());
+    let init = time_init(machine, index.init_programs()).map_err(|p| past_ceiling(p, workload))?;
     let total = workload.total_batches();
     let warmup = workload.warmup_batches;
     let mut g = Gathered {
@@ -336,6 +338,10 @@ pub fn drive(
                 }
             }
             Ok::<Program, Error>(work.program)
+        })
+        .map_err(|e| match e {
+            Error::PastCeiling(p) => past_ceiling(p, workload),
+            other => other,
         })?;
     progress.phase("done");
     let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
@@ -343,19 +349,31 @@ pub fn drive(
     Ok((report, trace))
 }
 
+/// The input error for a run whose simulated time passed the ceiling: its costs are too
+/// large for its batches.
+fn past_ceiling(p: PastCeiling, workload: &Workload) -> Error {
+    Error::Input(workload.attribution.error_at(
+        "batches.measured",
+        format!(
+            "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
+        ),
+    ))
+}
+
 /// Times the index's init programs one after another on an idle machine.
-fn time_init(machine: &Machine, programs: Vec<(&'static str, Program)>) -> Named {
+fn time_init(
+    machine: &Machine,
+    programs: Vec<(&'static str, Program)>,
+) -> Result<Named, PastCeiling> {
     let n = programs.len() as u64;
-    let timeline =
-        Executor::<std::convert::Infallible>::run(machine, Protocol::sequential(1), n, |b, _| {
-            Ok(programs[b as usize].1.clone())
-        })
-        .unwrap_or_else(|never| match never {});
+    let timeline = Executor::<PastCeiling>::run(machine, Protocol::sequential(1), n, |b, _| {
+        Ok(programs[b as usize].1.clone())
+    })?;
     let mut init = Named::default();
     for (b, (name, _)) in timeline.batches.iter().zip(&programs) {
         init.add(name, (b.end - b.start).as_us_f64());
     }
-    init
+    Ok(init)
 }
 
 /// A histogram of nanoseconds from 1 ns to about 13 days, three significant figures;

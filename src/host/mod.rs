@@ -21,7 +21,7 @@
 
 use crate::engine::{Cycles, Time};
 use crate::machine::{HostParams, Machine};
-use crate::system::exec::{Executor, Protocol};
+use crate::system::exec::{Executor, PastCeiling, Protocol};
 use crate::system::program::{Class, Program, Stage, Step, TransferKind};
 use serde::Serialize;
 
@@ -53,7 +53,8 @@ pub struct HostWork {
 }
 
 impl HostWork {
-    /// Picoseconds of one host thread this work takes under the host cost model.
+    /// Picoseconds of one host thread this work takes under the host cost model, saturated
+    /// at `u64::MAX` (the executor stops at [`crate::engine::CEILING`] with an error).
     pub fn single_thread_ps(&self, host: &HostParams) -> u64 {
         let terms = [
             (self.queries_routed, host.route_ps_per_query),
@@ -66,7 +67,7 @@ impl HostWork {
             (self.results_filled, host.fill_ps_per_result),
         ];
         let ps: u128 = terms.iter().map(|&(n, c)| n as u128 * c as u128).sum();
-        u64::try_from(ps).expect("host work fits u64 picoseconds")
+        u64::try_from(ps).unwrap_or(u64::MAX)
     }
 }
 
@@ -104,19 +105,16 @@ impl Host {
     }
 
     /// The simulated time of `step` alone on an idle machine (ranks owned by the host).
-    fn time_of(&self, step: Step) -> Time {
+    fn time_of(&self, step: Step) -> Result<Time, PastCeiling> {
         let program = Program {
             stages: STAGE.to_vec(),
             steps: vec![step],
         };
-        let timeline = Executor::<std::convert::Infallible>::run(
-            &self.machine,
-            Protocol::sequential(1),
-            1,
-            |_, _| Ok(program.clone()),
-        )
-        .unwrap_or_else(|never| match never {});
-        timeline.batches[0].end
+        let timeline =
+            Executor::<PastCeiling>::run(&self.machine, Protocol::sequential(1), 1, |_, _| {
+                Ok(program.clone())
+            })?;
+        Ok(timeline.batches[0].end)
     }
 
     /// A transfer of any kind: `sizes[i]` bytes for global DPU `i` (0: not in the set).
@@ -131,12 +129,16 @@ impl Host {
             self.machine.dpus as usize,
             "one size per usable DPU of the machine (0 for DPUs outside the set)"
         );
-        let time = self.time_of(Step::Transfer {
-            stage: 0,
-            direction,
-            kind,
-            sizes_bytes: sizes.to_vec(),
-        });
+        let time = self
+            .time_of(Step::Transfer {
+                stage: 0,
+                direction,
+                kind,
+                sizes_bytes: sizes.to_vec(),
+            })
+            // Machine validation bounds every rate so that all of every DPU's MRAM moves in at
+            // most 10^6 s, far below the ceiling (about 4.6 x 10^6 s).
+            .expect("validated transfer rates keep one transfer below the time ceiling");
         TransferCost {
             time,
             payload_bytes: match kind {
@@ -178,7 +180,7 @@ impl Host {
 
     /// A launch in which DPU `i` runs `cycles[i]` cycles: the fixed launch cost plus the
     /// slowest DPU (a batch is only as fast as its slowest DPU).
-    pub fn launch(&self, cycles: &[u64]) -> Time {
+    pub fn launch(&self, cycles: &[u64]) -> Result<Time, PastCeiling> {
         let dpu_time = cycles
             .iter()
             .map(|&c| self.machine.dpu.clock.to_time(Cycles(c)))
@@ -192,7 +194,7 @@ impl Host {
     }
 
     /// Host CPU time of `work` spread over `threads` threads (at most the host's).
-    pub fn cpu(&self, work: HostWork, threads: u32) -> Time {
+    pub fn cpu(&self, work: HostWork, threads: u32) -> Result<Time, PastCeiling> {
         self.time_of(Step::Host {
             stage: 0,
             label: "host work",

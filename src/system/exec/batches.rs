@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<E> Executor<'_, E> {
+impl<E: From<PastCeiling>> Executor<'_, E> {
     // ---- batches and slots ----
 
     pub(super) fn slot_free(&mut self, s: u32, now: Time) -> Result<(), E> {

@@ -38,9 +38,22 @@
 //! the DPUs: phases run one at a time, in batch order.
 
 use super::program::{Direction, Program, Stage, Step, TransferKind};
-use crate::engine::{EventQueue, FluidShare, PS_PER_S, Time};
+use crate::engine::{CEILING, EventQueue, FluidShare, PS_PER_S, Time};
 use crate::machine::Machine;
 use std::collections::VecDeque;
+
+/// The simulation reached [`CEILING`] (about 53 days of simulated time): the
+/// configuration's costs are too large for its number of batches. Every executor's error
+/// type converts from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "simulated time passed {} s (2^62 ps, the simulator's ceiling) in batch {batch}",
+    CEILING.ps() / PS_PER_S
+)]
+pub struct PastCeiling {
+    /// The batch of the first event past the ceiling (the last started one).
+    pub batch: u64,
+}
 
 /// When the host starts reading after a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -147,7 +160,8 @@ pub fn arrival_time(arrival: Arrival, j: u64) -> Time {
         Arrival::Closed => Time::ZERO,
         Arrival::Open { fs_per_query } => {
             let fs = j as u128 * fs_per_query as u128;
-            Time(u64::try_from(fs / 1000).expect("arrival times fit u64 picoseconds"))
+            // Saturates (see `engine::CEILING`): the executor stops before such a time.
+            Time(u64::try_from(fs / 1000).unwrap_or(u64::MAX))
         }
     }
 }
@@ -345,7 +359,7 @@ enum Job {
     Read,
 }
 
-impl<'p, E> Executor<'p, E> {
+impl<'p, E: From<PastCeiling>> Executor<'p, E> {
     /// Runs `total_batches` batches under `protocol`. `prepare(b, n)` computes batch `b`
     /// with its first `n` queries functionally and returns its program; it is called when
     /// the batch starts, in batch order.
@@ -402,6 +416,10 @@ impl<'p, E> Executor<'p, E> {
         let limit = MAX_EVENTS_PER_BATCH.saturating_mul(total_batches + 1);
         let mut events = 0u64;
         while let Some((now, key)) = ex.queue.pop() {
+            if now > CEILING {
+                let batch = ex.next_batch.saturating_sub(1);
+                return Err(E::from(PastCeiling { batch }));
+            }
             events += 1;
             assert!(
                 events <= limit,

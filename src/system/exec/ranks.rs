@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<E> Executor<'_, E> {
+impl<E: From<PastCeiling>> Executor<'_, E> {
     // ---- transfers ----
 
     /// Per rank of a parallel or broadcast transfer: bytes moved (padded) and rate limit.
@@ -85,7 +85,7 @@ impl<E> Executor<'_, E> {
     }
 }
 
-impl<E> Executor<'_, E> {
+impl<E: From<PastCeiling>> Executor<'_, E> {
     /// The current transfer step's (name, stage, kind) for its lane ops.
     pub(super) fn transfer_of(&mut self, s: u32) -> (&'static str, usize, TransferKind) {
         let a = self.active(s);

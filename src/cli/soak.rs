@@ -1,0 +1,75 @@
+//! `pimdes soak`: the randomized soak ([`crate::experiments::soak`]).
+
+use super::write_stdout;
+use crate::error::Error;
+use crate::experiments::soak::{Outcome, check, draw};
+use clap::Args;
+use std::fmt::Write;
+
+/// At most this many cases in one command (about a day at a second each).
+const MAX_CASES: u64 = 100_000;
+
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// The first case's seed; case i has seed SEED + i, so a failing case reruns alone with
+    /// `--seed` set to its seed and `--cases 1`.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many cases to draw and run (each about a second or less).
+    #[arg(long, default_value_t = 100)]
+    cases: u64,
+    /// Print every case's outcome, not only the failures and the totals.
+    #[arg(long)]
+    verbose: bool,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub fn run(args: SoakArgs) -> Result<(), Error> {
+    if args.cases == 0 || args.cases > MAX_CASES {
+        let reason = format!("{} is not between 1 and {MAX_CASES}", args.cases);
+        return Err(crate::config::InputError::plain("--cases", reason).into());
+    }
+    let Some(last) = args.seed.checked_add(args.cases - 1) else {
+        let reason = "the cases' seeds (SEED + i) would pass 2^64 - 1";
+        return Err(crate::config::InputError::plain("--seed", reason).into());
+    };
+    let progress = super::progress::heartbeat("pimdes soak", args.quiet, "soaking");
+    let mut text = String::new();
+    let (mut held, mut refused, mut failed) = (0u64, 0u64, Vec::new());
+    for seed in args.seed..=last {
+        let case = draw(seed);
+        let outcome = check(&case);
+        match &outcome {
+            Outcome::Held => held += 1,
+            Outcome::Refused(_) => refused += 1,
+            Outcome::Failed(what) => failed.push((case.clone(), what.clone())),
+        }
+        if args.verbose {
+            let _ = writeln!(text, "seed {seed}: {outcome:?}");
+        }
+    }
+    drop(progress);
+    let _ = writeln!(
+        text,
+        "soak from seed {}: {} cases, {held} held every invariant, {refused} refused as infeasible input, {} failed",
+        args.seed,
+        args.cases,
+        failed.len()
+    );
+    write_stdout(&text)?;
+    match failed.first() {
+        None => Ok(()),
+        Some((case, what)) => Err(Error::Verification(format!(
+            "soak case {} failed: {what}; reproduce with `pimdes soak --seed {} --cases 1` or `{}`{}",
+            case.seed,
+            case.seed,
+            case.command_line(),
+            match failed.len() {
+                1 => String::new(),
+                n => format!(" ({} more failed)", n - 1),
+            }
+        ))),
+    }
+}

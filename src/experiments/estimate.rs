@@ -1,0 +1,346 @@
+//! What a command will cost the simulating host, estimated from the configuration before
+//! anything is generated: host memory and simulated events (hence wall time). A run that
+//! cannot fit in memory, or whose events are beyond [`Limits::max_events`], is refused at
+//! once with the estimate and the keys to change, instead of running the host out of
+//! memory or for days; a long but feasible run is announced (see [`RunEstimate::long`]).
+//!
+//! Every constant below was measured on this project's runs (2-core machine, 2026-12);
+//! the estimate is meant to be right within a factor of about two, not exact.
+
+use crate::config::InputError;
+use crate::machine::Machine;
+use crate::workload::{QueryKind, Workload};
+
+/// Fixed cost: the binary, thread stacks, the report.
+const BASE_BYTES: u64 = 32 << 20;
+/// Per DPU: its state and touched MRAM pages at the smallest data (measured: 2^17 DPUs with
+/// 10 pairs each, 1.26 GB peak).
+const PER_DPU_BYTES: u64 = 10 << 10;
+/// Per pair: the data, the trees in MRAM and the reference (measured: 63.25 M pairs on 128
+/// DPUs, 1.14 GB peak; about 18 bytes, rounded up).
+const PER_PAIR_BYTES: u64 = 20;
+/// Per query of every batch, all generated up front (measured: 0.7 M more queries, 46 MB).
+const PER_QUERY_BYTES: u64 = 70;
+/// Per chunk of the partitioners' chunk boundaries and loads (`partition` holds only
+/// these, never the pairs; measured: 2^30 pairs in chunks of 300, 3.58 M chunks, 146 MB
+/// peak, about 41 bytes each, rounded up).
+const PER_CHUNK_BYTES: u64 = 48;
+
+/// DPU events per query of a get (measured: 5.3 on `workloads/tiny.toml` as a get batch,
+/// 5.6 with one pair per range).
+const EVENTS_PER_QUERY: u64 = 6;
+/// Pairs a range scans per DPU event (measured: 19.1 events per query at 100 pairs per
+/// range, 140.6 at 1,000 on `workloads/tiny.toml`: 7.4 pairs per event).
+const RANGE_PAIRS_PER_EVENT: u64 = 7;
+/// Wall nanoseconds per DPU event, both cores, including the host-side work around the
+/// kernels (measured: 10 M events per wall second on `workloads/tiny.toml`).
+const NS_PER_EVENT: u64 = 100;
+/// Wall nanoseconds per pair to generate the data and build B+-Forest's trees (measured:
+/// 17 ns from 0.6 M to 6 M pairs) or PIM-tree's images (measured: about 270 ns at 500 M
+/// pairs on 2,538 DPUs, its image building repeated per DPU group).
+const NS_PER_PAIR_BFOREST: u64 = 20;
+const NS_PER_PAIR_PIMTREE: u64 = 300;
+/// A run estimated above this is announced on stderr before it starts.
+const LONG_RUN_S: f64 = 60.0;
+
+/// What a command may cost; [`Limits::host`] is what the command line uses.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Host memory a run may need; `None`: the host's available memory now (not checked
+    /// where it cannot be read).
+    pub max_host_bytes: Option<u64>,
+    /// Simulated DPU events a run may take, and queries a `partition` may generate.
+    pub max_events: u64,
+}
+
+impl Limits {
+    /// The command line's limits: the host's available memory, and 10^12 events (about a
+    /// day at the measured 10 M events per second; the paper's largest batch, 1.1 G
+    /// queries, is about 10^10).
+    pub fn host() -> Limits {
+        Limits {
+            max_host_bytes: None,
+            max_events: 1_000_000_000_000,
+        }
+    }
+
+    fn host_bytes(&self) -> Option<u64> {
+        self.max_host_bytes.or_else(available_bytes)
+    }
+}
+
+/// A run's estimated cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunEstimate {
+    pub host_bytes: u64,
+    pub events: u64,
+    pub wall_s: f64,
+}
+
+impl RunEstimate {
+    /// A line for stderr when the run is long enough to be worth announcing.
+    pub fn long(&self) -> Option<String> {
+        (self.wall_s > LONG_RUN_S).then(|| {
+            format!(
+                "note: this run is estimated at about {} of wall time ({:.1e} simulated DPU events, {} MiB of host memory); progress follows on stderr",
+                human_duration(self.wall_s),
+                self.events as f64,
+                self.host_bytes >> 20
+            )
+        })
+    }
+}
+
+fn human_duration(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else if s < 7200.0 {
+        format!("{:.0} minutes", s / 60.0)
+    } else {
+        format!("{:.1} hours", s / 3600.0)
+    }
+}
+
+/// Host-memory terms of a run: (key to name, bytes).
+fn run_memory_terms(machine: &Machine, workload: &Workload) -> [(&'static str, u64); 3] {
+    let queries = workload.batch_size.saturating_mul(workload.total_batches());
+    [
+        (
+            "ranks",
+            u64::from(machine.dpus).saturating_mul(PER_DPU_BYTES),
+        ),
+        ("data.pairs", workload.pairs.saturating_mul(PER_PAIR_BYTES)),
+        (
+            "queries.batch_size",
+            queries.saturating_mul(PER_QUERY_BYTES),
+        ),
+    ]
+}
+
+/// DPU events of a run: every query of every batch, plus the pairs its range scans.
+fn run_events(workload: &Workload) -> u64 {
+    let range = match workload.kind {
+        QueryKind::Get => 0,
+        _ => workload.range_pairs / RANGE_PAIRS_PER_EVENT,
+    };
+    workload
+        .batch_size
+        .saturating_mul(workload.total_batches())
+        .saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
+}
+
+/// Estimates a `pimdes run` and refuses it above `limits`: the memory error names the key
+/// of the largest term, the events error the batch keys.
+pub fn check_run(
+    machine: &Machine,
+    workload: &Workload,
+    limits: &Limits,
+) -> Result<RunEstimate, InputError> {
+    let terms = run_memory_terms(machine, workload);
+    let host_bytes = terms
+        .iter()
+        .fold(BASE_BYTES, |sum, (_, b)| sum.saturating_add(*b));
+    let events = run_events(workload);
+    let ns_per_pair = match workload.index.as_str() {
+        "pim-tree" => NS_PER_PAIR_PIMTREE,
+        _ => NS_PER_PAIR_BFOREST,
+    };
+    let wall_ns = events as f64 * NS_PER_EVENT as f64 + workload.pairs as f64 * ns_per_pair as f64;
+    let estimate = RunEstimate {
+        host_bytes,
+        events,
+        wall_s: wall_ns / 1e9,
+    };
+    if let Some(available) = limits.host_bytes().filter(|&a| host_bytes > a) {
+        return Err(memory_error(
+            machine, workload, &terms, host_bytes, available,
+        ));
+    }
+    if events > limits.max_events {
+        return Err(events_error(workload, &estimate, limits.max_events));
+    }
+    Ok(estimate)
+}
+
+fn memory_error(
+    machine: &Machine,
+    workload: &Workload,
+    terms: &[(&'static str, u64); 3],
+    bytes: u64,
+    available: u64,
+) -> InputError {
+    let mib = |b: u64| b >> 20;
+    let (key, _) = terms
+        .iter()
+        .copied()
+        .max_by_key(|&(_, b)| b)
+        .unwrap_or(("data.pairs", 0));
+    let reason = format!(
+        "the run would need about {} MiB of host memory ({} MiB for {} DPUs, {} MiB for {} pairs, {} MiB for {} queries in all batches), more than the {} MiB available; lower data.pairs, queries.batch_size or the number of DPUs",
+        mib(bytes),
+        mib(terms[0].1),
+        machine.dpus,
+        mib(terms[1].1),
+        workload.pairs,
+        mib(terms[2].1),
+        workload.batch_size.saturating_mul(workload.total_batches()),
+        mib(available)
+    );
+    match key {
+        "ranks" => machine.attribution.error_at(key, reason),
+        _ => workload.attribution.error_at(key, reason),
+    }
+}
+
+fn events_error(workload: &Workload, estimate: &RunEstimate, max_events: u64) -> InputError {
+    let range = match workload.kind {
+        QueryKind::Get => String::new(),
+        _ => format!(" plus one per {RANGE_PAIRS_PER_EVENT} pairs of queries.range_pairs"),
+    };
+    workload.attribution.error_at(
+        "queries.batch_size",
+        format!(
+            "the run would simulate about {:.1e} DPU events ({} queries per batch x {} batches (batches.warmup + batches.measured) x {EVENTS_PER_QUERY} events per query{range}), about {} of wall time, above the limit of {:.0e} events; lower queries.batch_size or the number of batches",
+            estimate.events as f64,
+            workload.batch_size,
+            workload.total_batches(),
+            human_duration(estimate.wall_s),
+            max_events as f64
+        ),
+    )
+}
+
+/// Queries `partition` generates and routes: the reference batch and every measured
+/// batch (the other warm-up batches are never generated).
+fn partition_queries(workload: &Workload) -> u64 {
+    workload
+        .batch_size
+        .saturating_mul(workload.measured_batches.saturating_add(1))
+}
+
+/// Wall nanoseconds per chunk and per query of `partition` (measured: paper-raq, 1.67 M
+/// chunks and 21 M queries, 0.98 s; 2^30 pairs, 3.58 M chunks, 0.32 s).
+const NS_PER_CHUNK: u64 = 90;
+const NS_PER_PARTITION_QUERY: u64 = 45;
+
+/// Estimates a `pimdes partition` and refuses it when its chunk boundaries would not fit
+/// in host memory (it never holds the pairs themselves; naming `data.pairs`) or when it
+/// would generate more queries than `limits.max_events` (naming `queries.batch_size`).
+/// Returns the estimated wall time, seconds.
+pub fn check_partition(workload: &Workload, limits: &Limits) -> Result<f64, InputError> {
+    let chunks = workload.chunks();
+    let bytes = BASE_BYTES.saturating_add(chunks.saturating_mul(PER_CHUNK_BYTES));
+    if let Some(available) = limits.host_bytes().filter(|&a| bytes > a) {
+        return Err(workload.attribution.error_at(
+            "data.pairs",
+            format!(
+                "partitioning would need about {} MiB of host memory for {chunks} chunks of {} pairs (partition.chunk_pairs), more than the {} MiB available; lower data.pairs or raise partition.chunk_pairs",
+                bytes >> 20,
+                workload.chunk_pairs,
+                available >> 20
+            ),
+        ));
+    }
+    let queries = partition_queries(workload);
+    let wall_s = (chunks as f64 * NS_PER_CHUNK as f64
+        + queries as f64 * NS_PER_PARTITION_QUERY as f64)
+        / 1e9;
+    if queries > limits.max_events {
+        return Err(workload.attribution.error_at(
+            "queries.batch_size",
+            format!(
+                "partitioning would simulate about {queries} queries ({} per batch x {} batches: the reference batch and batches.measured), about {} of wall time, above the limit of {:.0e}; lower queries.batch_size or batches.measured",
+                workload.batch_size,
+                workload.measured_batches.saturating_add(1),
+                human_duration(wall_s),
+                limits.max_events as f64
+            ),
+        ));
+    }
+    Ok(wall_s)
+}
+
+/// A line for stderr when a command estimated at `wall_s` is long enough to announce.
+pub fn long_note(wall_s: f64) -> Option<String> {
+    (wall_s > LONG_RUN_S).then(|| {
+        format!(
+            "note: this is estimated at about {} of wall time; progress follows on stderr",
+            human_duration(wall_s)
+        )
+    })
+}
+
+/// The host's available memory in bytes (`MemAvailable` of `/proc/meminfo`); `None` where
+/// it cannot be read, and then nothing is refused.
+fn available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(workload: &str, text: &str, sets: &[&str]) -> (Machine, Workload) {
+        let overrides: Vec<_> = sets
+            .iter()
+            .map(|s| crate::config::Override::parse(s).unwrap())
+            .collect();
+        let m = include_str!("../../machines/paper-1012.toml");
+        let machine = Machine::from_toml_str("m.toml", m, &overrides).unwrap();
+        (
+            machine,
+            Workload::from_toml_str(workload, text, &overrides).unwrap(),
+        )
+    }
+
+    const NO_LIMIT: Limits = Limits {
+        max_host_bytes: Some(u64::MAX),
+        max_events: u64::MAX,
+    };
+
+    /// The paper-scale run (measured at 71-80 s) is announced; the tiny one is not.
+    #[test]
+    fn long_runs_are_announced_short_ones_are_not() {
+        let paper = include_str!("../../workloads/paper-raq.toml");
+        let (m, w) = inputs("paper-raq.toml", paper, &[]);
+        let e = check_run(&m, &w, &NO_LIMIT).unwrap();
+        // 30 batches x 1 M queries x (6 + 100 / 7 = 20) events.
+        assert_eq!(e.events, 600_000_000);
+        assert!((60.0..120.0).contains(&e.wall_s), "{e:?}");
+        assert!(
+            e.long().unwrap().contains("about 70 s of wall time"),
+            "{e:?}"
+        );
+        let tiny = include_str!("../../workloads/tiny.toml");
+        let (m, w) = inputs("tiny.toml", tiny, &[]);
+        assert_eq!(check_run(&m, &w, &NO_LIMIT).unwrap().long(), None);
+    }
+
+    #[test]
+    fn limits_refuse_naming_the_keys() {
+        let tiny = include_str!("../../workloads/tiny.toml");
+        let (m, w) = inputs("tiny.toml", tiny, &["queries.kind=\"get\""]);
+        // 5 batches x 20,000 gets x 6 events.
+        let at = |max_events| Limits {
+            max_host_bytes: Some(u64::MAX),
+            max_events,
+        };
+        assert!(check_run(&m, &w, &at(600_000)).is_ok());
+        let e = check_run(&m, &w, &at(599_999)).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("queries.batch_size"));
+        assert!(e.reason.contains("about 6.0e5 DPU events"), "{e}");
+        let small = Limits {
+            max_host_bytes: Some(32 << 20),
+            max_events: u64::MAX,
+        };
+        let e = check_run(&m, &w, &small).unwrap_err();
+        assert!(e.reason.contains("more than the 32 MiB available"), "{e}");
+        // partition: the reference batch and 3 measured batches of 20,000 queries.
+        assert!(check_partition(&w, &at(80_000)).is_ok());
+        let e = check_partition(&w, &at(79_999)).unwrap_err();
+        assert!(e.reason.contains("about 80000 queries"), "{e}");
+    }
+}
