@@ -4,6 +4,7 @@
 
 mod compare;
 mod defaults;
+mod experiment;
 mod microbench;
 mod output;
 mod progress;
@@ -56,6 +57,11 @@ enum Command {
     /// protocols from a seed, run each on one thread and on two, and check the invariants
     /// (answers verified, breakdown adds up, times ordered, IF >= 1, same report).
     Soak(soak::SoakArgs),
+    /// Run one of the paper's experiments (its sweeps at a scale), collect the results and
+    /// draw its figures (SVG and Markdown); `--list` names them.
+    Experiment(experiment::ExperimentArgs),
+    /// Redraw a sweep's figures from its collected results (no simulation).
+    Plot(experiment::PlotArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +114,8 @@ pub fn main() -> i32 {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Sweep(args)) => sweep::run(args),
         Some(Command::Soak(args)) => soak::run(args),
+        Some(Command::Experiment(args)) => experiment::experiment(args),
+        Some(Command::Plot(args)) => experiment::plot(args),
         Some(Command::Compare(args)) => compare::run(args).map(|code| compare_code = code),
     });
     match result {

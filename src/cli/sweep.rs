@@ -3,6 +3,7 @@
 use super::{shell_quote, write_stdout};
 use crate::config::InputError;
 use crate::error::Error;
+use crate::experiments::plot::plot_dir;
 use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect};
 use crate::experiments::sweep::{
     INDEX_FILE, Manifest, Outcome, Point, SweepCommand, index, load_manifest, remove_stale_temps,
@@ -101,13 +102,7 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
         Some(i) => vec![i],
         None => (0..m.points.len()).collect(),
     };
-    let index = index(&m)?;
-    let dir = sweep_dir(out)?;
-    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Output {
-        path: INDEX_FILE.into(),
-        reason: e.to_string(),
-    })?;
-    write_atomically(&dir.join(INDEX_FILE), &(text + "\n"))?;
+    let dir = write_index(&m, out)?;
     if args.list {
         let lines: String = m
             .points
@@ -116,18 +111,41 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
             .collect();
         return write_stdout(&lines);
     }
-    execute(&m, &indices, &dir, args.jobs, args.point.is_none())
+    let summary = execute(&m, &indices, &dir, args.jobs, args.point.is_none())?;
+    write_stdout(&summary)
+}
+
+/// Creates the sweep directory and writes its index; returns the directory, absolute.
+fn write_index(m: &Manifest, out: &Path) -> Result<PathBuf, Error> {
+    let index = index(m)?;
+    let dir = sweep_dir(out)?;
+    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Output {
+        path: INDEX_FILE.into(),
+        reason: e.to_string(),
+    })?;
+    write_atomically(&dir.join(INDEX_FILE), &(text + "\n"))?;
+    Ok(dir)
+}
+
+/// Runs every point of the manifest at `path` into `out` on `jobs` threads, collects them
+/// and draws the manifest's figures; returns the summary.
+pub(crate) fn sweep_whole(path: &Path, out: &Path, jobs: usize) -> Result<String, Error> {
+    let m = load_manifest(path)?;
+    let dir = write_index(&m, out)?;
+    let all: Vec<usize> = (0..m.points.len()).collect();
+    execute(&m, &all, &dir, jobs, true)
 }
 
 /// Runs the points, reporting each on stderr; a whole sweep also clears a killed run's
-/// temporary files first and collects at the end.
+/// temporary files first, collects at the end and draws the manifest's figures. Returns
+/// the summary for stdout.
 fn execute(
     m: &Manifest,
     indices: &[usize],
     dir: &Path,
     jobs: usize,
     whole: bool,
-) -> Result<(), Error> {
+) -> Result<String, Error> {
     if whole {
         remove_stale_temps(dir, m)?;
     }
@@ -167,6 +185,11 @@ fn execute(
             dir.join(CSV_FILE).display(),
             dir.join(JSONL_FILE).display()
         ));
+        if !m.plots.is_empty() {
+            for path in plot_dir(dir)? {
+                summary.push_str(&format!("drew {}\n", path.display()));
+            }
+        }
     }
-    write_stdout(&summary)
+    Ok(summary)
 }

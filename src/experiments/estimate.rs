@@ -320,6 +320,13 @@ mod tests {
     }
 
     #[test]
+    fn the_note_starts_above_a_minute() {
+        assert_eq!(long_note(59.9), None);
+        let note = long_note(600.0).unwrap();
+        assert!(note.contains("about 10 minutes of wall time"), "{note}");
+    }
+
+    #[test]
     fn limits_refuse_naming_the_keys() {
         let tiny = include_str!("../../workloads/tiny.toml");
         let (m, w) = inputs("tiny.toml", tiny, &["queries.kind=\"get\""]);

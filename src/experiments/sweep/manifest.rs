@@ -3,6 +3,7 @@
 //! workload files.
 
 use crate::config::{InputError, Override, Source, read_toml_file};
+use crate::experiments::plot::PlotSpec;
 use crate::rng;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,9 @@ pub struct RawManifest {
     /// Lists of equal length that move together, as one axis.
     #[serde(default)]
     pub zip: toml::Table,
+    /// Figures `pimdes plot` draws from the collected results (`[[plot]]` tables).
+    #[serde(default)]
+    pub plot: Vec<PlotSpec>,
 }
 
 /// One point of a sweep.
@@ -78,6 +82,7 @@ pub struct Manifest {
     pub partitioner: Option<String>,
     pub param_names: Vec<String>,
     pub points: Vec<Point>,
+    pub plots: Vec<PlotSpec>,
 }
 
 /// The seed of repetition `k` of a workload whose seed is `seed`: repetition 0 keeps the
@@ -186,6 +191,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         param_names.extend(["repetition".to_owned(), "seed".to_owned()]);
     }
     let points = expand(&axes, raw.repetitions, base_seed, &fixed_sets, &origin)?;
+    check_plots(&raw.plot, &param_names, &origin)?;
     Ok(Manifest {
         origin,
         machine,
@@ -194,7 +200,31 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         partitioner: raw.partitioner,
         param_names,
         points,
+        plots: raw.plot,
     })
+}
+
+/// Each figure's own shape, unique names, and a series that is one of the parameters.
+fn check_plots(plots: &[PlotSpec], params: &[String], origin: &str) -> Result<(), InputError> {
+    for (i, spec) in plots.iter().enumerate() {
+        spec.check(origin, i)?;
+        if plots[..i].iter().any(|p| p.name == spec.name) {
+            let reason = format!("`{}` names two figures", spec.name);
+            return Err(InputError::key(origin, &format!("plot[{i}].name"), reason));
+        }
+        if let Some(series) = spec.series.as_ref().filter(|s| !params.contains(s)) {
+            let reason = format!(
+                "`{series}` is not a parameter of the sweep; expected one of: {}",
+                params.join(", ")
+            );
+            return Err(InputError::key(
+                origin,
+                &format!("plot[{i}].series"),
+                reason,
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_partitioner(raw: &RawManifest, origin: &str) -> Result<(), InputError> {

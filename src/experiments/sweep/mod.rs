@@ -40,6 +40,9 @@ pub struct SweepIndex {
     /// Parameter names in axis order (the points' `parameters` objects are sorted by key).
     pub parameters: Vec<String>,
     pub points: Vec<IndexPoint>,
+    /// The manifest's figures, for `pimdes plot`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plots: Vec<crate::experiments::plot::PlotSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +149,7 @@ pub fn index(m: &Manifest) -> Result<SweepIndex, Error> {
         command: m.command.name().to_owned(),
         parameters: m.param_names.clone(),
         points,
+        plots: m.plots.clone(),
     })
 }
 

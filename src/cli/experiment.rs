@@ -1,0 +1,94 @@
+//! `pimdes experiment NAME` (one of the paper's experiments: sweeps, collection, figures)
+//! and `pimdes plot DIR` (redraw a sweep's figures from its collected results).
+
+use super::sweep::sweep_whole;
+use super::write_stdout;
+use crate::config::InputError;
+use crate::error::Error;
+use crate::experiments::catalog::{self, EXPERIMENTS, SCALES};
+use crate::experiments::plot::plot_dir;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ExperimentArgs {
+    /// The experiment (see --list).
+    #[arg(value_name = "NAME", required_unless_present = "list")]
+    name: Option<String>,
+    /// quick (minutes on a laptop) or paper (the paper's configuration).
+    #[arg(long, default_value = "quick")]
+    scale: String,
+    /// Directory of the results and figures (one sweep directory per part). Default:
+    /// results/NAME-SCALE.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Points run at once (threads); the results do not depend on it.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    jobs: usize,
+    /// List the experiments and their manifests.
+    #[arg(long, conflicts_with_all = ["name", "out"])]
+    list: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// A sweep directory whose results are collected (`results.jsonl`).
+    #[arg(value_name = "DIR")]
+    dir: PathBuf,
+}
+
+fn list() -> String {
+    let root = catalog::root();
+    let mut text = String::new();
+    for e in &EXPERIMENTS {
+        text.push_str(&format!("{:<20} {}\n", e.name, e.about));
+        for scale in SCALES {
+            for part in e.parts {
+                let path = catalog::manifest(&root, e, scale, part);
+                text.push_str(&format!("{:<20}   {}\n", "", path.display()));
+            }
+        }
+    }
+    text
+}
+
+pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
+    if args.list {
+        return write_stdout(&list());
+    }
+    let name = args.name.as_deref().unwrap_or_default();
+    let Some(e) = catalog::find(name) else {
+        let names: Vec<&str> = EXPERIMENTS.iter().map(|e| e.name).collect();
+        let reason = format!(
+            "unknown experiment `{name}`; expected one of: {}",
+            names.join(", ")
+        );
+        return Err(InputError::plain("NAME", reason).into());
+    };
+    if !SCALES.contains(&args.scale.as_str()) {
+        let reason = format!("`{}` is not one of: {}", args.scale, SCALES.join(", "));
+        return Err(InputError::plain("--scale", reason).into());
+    }
+    if args.jobs == 0 {
+        return Err(InputError::plain("--jobs", "must be at least 1").into());
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("results/{}-{}", e.name, args.scale)));
+    let root = catalog::root();
+    let mut summary = String::new();
+    for part in e.parts {
+        let manifest = catalog::manifest(&root, e, &args.scale, part);
+        summary.push_str(&sweep_whole(&manifest, &out.join(part), args.jobs)?);
+    }
+    write_stdout(&summary)
+}
+
+pub fn plot(args: PlotArgs) -> Result<(), Error> {
+    let written = plot_dir(&args.dir)?;
+    let text: String = written
+        .iter()
+        .map(|p| format!("drew {}\n", p.display()))
+        .collect();
+    write_stdout(&text)
+}

@@ -1,0 +1,258 @@
+//! `pimdes plot DIR`: the figures of a sweep, drawn from its collected results alone
+//! (`results.jsonl`) by the `[[plot]]` tables its manifest declared (kept in `sweep.json`),
+//! so they can be redrawn without rerunning. Each figure is an SVG file and a Markdown table
+//! of the same numbers; the same results give the same bytes.
+
+pub mod svg;
+
+use crate::config::InputError;
+use crate::error::Error;
+use crate::experiments::sweep::collect::JSONL_FILE;
+use crate::experiments::sweep::{read_index, write_atomically};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use svg::{Bar, Labels, Line};
+
+/// One figure of a manifest (`[[plot]]`): which columns of the collected results to draw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    /// File stem of the figure: `DIR/NAME.svg` and `DIR/NAME.md`.
+    pub name: String,
+    pub title: String,
+    /// The x column: a parameter (`queries.skew`) or a result (`imbalance.data`).
+    pub x: String,
+    /// The y columns (results, such as `batch_time_us.mean`); a line each (times each
+    /// series), or the segments of each bar when `stacked`.
+    pub y: Vec<String>,
+    /// Legend names of the y columns (default: the column names).
+    #[serde(default)]
+    pub y_names: Vec<String>,
+    /// One-sigma columns beside `y` (same length), drawn as error bars.
+    #[serde(default)]
+    pub error: Vec<String>,
+    /// A parameter whose values split the rows into series (a line or bar group each).
+    pub series: Option<String>,
+    pub x_label: Option<String>,
+    pub y_label: String,
+    /// Stacked bars (one per row, segments = `y`) instead of lines.
+    #[serde(default)]
+    pub stacked: bool,
+}
+
+impl PlotSpec {
+    /// Checks the spec's own shape; `origin` names the manifest.
+    pub fn check(&self, origin: &str, at: usize) -> Result<(), InputError> {
+        let bad =
+            |key: &str, reason: &str| InputError::key(origin, &format!("plot[{at}].{key}"), reason);
+        let plain = |c: char| c.is_ascii_alphanumeric() || "-_".contains(c);
+        if self.name.is_empty() || !self.name.chars().all(plain) {
+            return Err(bad(
+                "name",
+                "must be letters, digits, `-` or `_` (a file name)",
+            ));
+        }
+        if self.y.is_empty() {
+            return Err(bad("y", "must name at least one column"));
+        }
+        if !self.error.is_empty() && self.error.len() != self.y.len() {
+            return Err(bad("error", "must be empty or as long as `y`"));
+        }
+        if !self.y_names.is_empty() && self.y_names.len() != self.y.len() {
+            return Err(bad("y_names", "must be empty or as long as `y`"));
+        }
+        Ok(())
+    }
+}
+
+/// The value of `column` in a collected row: a number, or a label for strings and bools.
+fn cell<'a>(row: &'a Value, column: &str) -> Option<&'a Value> {
+    row.get(column)
+}
+
+fn as_number(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64)
+}
+
+fn as_label(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => "-".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The rows' series values in order of first appearance (one unnamed series without
+/// `spec.series`).
+fn series_values(spec: &PlotSpec, rows: &[Value]) -> Vec<String> {
+    let mut values: Vec<String> = Vec::new();
+    for row in rows {
+        let v = match &spec.series {
+            Some(s) => as_label(cell(row, s)),
+            None => String::new(),
+        };
+        if !values.contains(&v) {
+            values.push(v);
+        }
+    }
+    values
+}
+
+fn in_series(spec: &PlotSpec, row: &Value, value: &str) -> bool {
+    spec.series
+        .as_ref()
+        .is_none_or(|s| as_label(cell(row, s)) == value)
+}
+
+fn y_name(spec: &PlotSpec, k: usize) -> String {
+    spec.y_names
+        .get(k)
+        .cloned()
+        .unwrap_or_else(|| spec.y[k].clone())
+}
+
+/// The lines of a line chart: series x y columns, points sorted by x, rows without a
+/// number in a column left out (a refused or failed point).
+fn lines(spec: &PlotSpec, rows: &[Value]) -> Vec<Line> {
+    let mut out = Vec::new();
+    for value in series_values(spec, rows) {
+        for k in 0..spec.y.len() {
+            let mut points: Vec<(f64, f64, f64)> = rows
+                .iter()
+                .filter(|r| in_series(spec, r, &value))
+                .filter_map(|r| {
+                    let x = as_number(cell(r, &spec.x))?;
+                    let y = as_number(cell(r, &spec.y[k]))?;
+                    let e = spec
+                        .error
+                        .get(k)
+                        .and_then(|c| as_number(cell(r, c)))
+                        .unwrap_or(0.0);
+                    Some((x, y, e))
+                })
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let label = match (value.is_empty(), spec.y.len()) {
+                (true, _) => y_name(spec, k),
+                (false, 1) => value.clone(),
+                (false, _) => format!("{value}: {}", y_name(spec, k)),
+            };
+            out.push(Line { label, points });
+        }
+    }
+    out
+}
+
+/// The bars of a stacked chart: one per row, labelled by x (and series).
+fn bars(spec: &PlotSpec, rows: &[Value]) -> Vec<Bar> {
+    rows.iter()
+        .map(|r| {
+            let mut label = as_label(cell(r, &spec.x));
+            if let Some(s) = &spec.series {
+                label = format!("{} {label}", as_label(cell(r, s)));
+            }
+            let segments = spec
+                .y
+                .iter()
+                .map(|c| as_number(cell(r, c)).unwrap_or(0.0).max(0.0))
+                .collect();
+            Bar { label, segments }
+        })
+        .collect()
+}
+
+/// The Markdown table of a figure: x, series, each y (with its sigma).
+fn table(spec: &PlotSpec, rows: &[Value]) -> String {
+    let mut columns = vec![spec.x.clone()];
+    columns.extend(spec.series.iter().cloned());
+    for (k, y) in spec.y.iter().enumerate() {
+        columns.push(y.clone());
+        if let Some(e) = spec.error.get(k) {
+            columns.push(e.clone());
+        }
+    }
+    let mut md = format!("# {}\n\n", spec.title);
+    let _ = writeln!(md, "| {} |", columns.join(" | "));
+    let _ = writeln!(md, "|{}", "---|".repeat(columns.len()));
+    for row in rows {
+        let cells: Vec<String> = columns.iter().map(|c| format_cell(cell(row, c))).collect();
+        let _ = writeln!(md, "| {} |", cells.join(" | "));
+    }
+    md
+}
+
+/// A number with at most four decimals, trailing zeros dropped (`0.6`, `1`, `1638.3896`).
+fn format_cell(v: Option<&Value>) -> String {
+    match v.and_then(Value::as_f64) {
+        Some(x) if x.abs() < 1e15 => {
+            let text = format!("{x:.4}");
+            text.trim_end_matches('0').trim_end_matches('.').to_owned()
+        }
+        Some(x) => format!("{x:e}"),
+        None => as_label(v),
+    }
+}
+
+/// The SVG and Markdown of one figure.
+pub fn draw(spec: &PlotSpec, rows: &[Value]) -> (String, String) {
+    let labels = Labels {
+        title: spec.title.clone(),
+        x: spec.x_label.clone().unwrap_or_else(|| spec.x.clone()),
+        y: spec.y_label.clone(),
+    };
+    let svg = if spec.stacked {
+        let names: Vec<String> = (0..spec.y.len()).map(|k| y_name(spec, k)).collect();
+        svg::stacked_bars(&labels, &names, &bars(spec, rows))
+    } else {
+        svg::line_chart(&labels, &lines(spec, rows))
+    };
+    (svg, table(spec, rows))
+}
+
+/// Reads `DIR/results.jsonl`, one JSON object per line.
+fn read_rows(dir: &Path) -> Result<Vec<Value>, InputError> {
+    let path = dir.join(JSONL_FILE);
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        InputError::plain(
+            &origin,
+            format!(
+                "cannot read the collected results ({e}); run `pimdes sweep --collect DIR` first"
+            ),
+        )
+    })?;
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .map_err(|e| InputError::plain(&origin, format!("line {}: {e}", i + 1)))
+        })
+        .collect()
+}
+
+/// Draws every figure the sweep in `dir` declares; returns the files written.
+pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let index = read_index(dir)?;
+    if index.plots.is_empty() {
+        return Err(InputError::plain(
+            dir.join(crate::experiments::sweep::INDEX_FILE)
+                .display()
+                .to_string(),
+            "the sweep's manifest declares no figures ([[plot]] tables)",
+        )
+        .into());
+    }
+    let rows = read_rows(dir)?;
+    let mut written = Vec::new();
+    for spec in &index.plots {
+        let (svg, md) = draw(spec, &rows);
+        for (ext, text) in [("svg", svg), ("md", md)] {
+            let path = dir.join(format!("{}.{ext}", spec.name));
+            write_atomically(&path, &text)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}

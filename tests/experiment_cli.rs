@@ -1,0 +1,119 @@
+//! `pimdes experiment` and `pimdes plot`: a manifest's figures are drawn from the collected
+//! results alone, the same results give the same bytes, and bad figure specs or names are
+//! bad input.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use std::path::{Path, PathBuf};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pimdes-exp-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A two-point sweep on the tiny workload with one line figure and one stacked figure.
+fn manifest(dir: &Path, plot_extra: &str) -> PathBuf {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = format!(
+        r#"machine = "{root}/machines/paper-2rank.toml"
+workload = "{root}/workloads/tiny.toml"
+command = "run"
+
+[set]
+machine.ranks = 1
+machine.usable_dpus = 8
+data.pairs = 20000
+queries.batch_size = 500
+
+[grid]
+queries.skew = [0.6, 1.2]
+
+[[plot]]
+name = "time"
+title = "Batch time"
+x = "queries.skew"
+y = ["batch_time_us.mean"]
+error = ["batch_time_us.stddev"]
+y_label = "us"
+{plot_extra}
+
+[[plot]]
+name = "split"
+title = "Breakdown"
+x = "queries.skew"
+y = ["breakdown_us.cpu", "breakdown_us.pim"]
+y_label = "us"
+stacked = true
+"#
+    );
+    let path = dir.join("m.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_sweep_draws_its_figures_and_plot_redraws_the_same_bytes() {
+    let dir = scratch("plot");
+    let m = manifest(&dir, "");
+    let out = dir.join("sweep");
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("time.svg") && o.stdout.contains("split.md"),
+        "{}",
+        o.stdout
+    );
+    let svg = std::fs::read(out.join("time.svg")).unwrap();
+    let md = std::fs::read_to_string(out.join("time.md")).unwrap();
+    assert!(svg.starts_with(b"<svg") && svg.ends_with(b"</svg>\n"));
+    // One line of two points, each with its error bar when the sigma is positive.
+    assert_eq!(String::from_utf8_lossy(&svg).matches("<circle").count(), 2);
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| 0.6 ") || l.starts_with("| 1.2 "))
+            .count(),
+        2,
+        "{md}"
+    );
+    // Redrawn from the collected results only, without the result files: same bytes.
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("queries.skew=") || name.ends_with(".svg") {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    let o = pimdes(&["plot", out.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(std::fs::read(out.join("time.svg")).unwrap(), svg);
+}
+
+#[test]
+fn bad_figures_and_names_are_bad_input() {
+    let dir = scratch("bad");
+    let m = manifest(&dir, "series = \"queries.kind\"");
+    let out = dir.join("sweep");
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &["m.toml", "`plot[0].series`", "not a parameter of the sweep"],
+    );
+    let m = manifest(&dir, "stacked = 3");
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_bad(&o, &["m.toml", "stacked"]);
+    assert_bad(
+        &pimdes(&["experiment", "nosuch"]),
+        &["unknown experiment `nosuch`", "imbalance-vs-skew"],
+    );
+    assert_bad(
+        &pimdes(&["experiment", "batch-size", "--scale", "huge"]),
+        &["--scale", "quick, paper"],
+    );
+    assert_bad(&pimdes(&["plot", dir.to_str().unwrap()]), &["sweep.json"]);
+    let o = pimdes(&["experiment", "--list"]);
+    assert_eq!(o.code, Some(0));
+    assert!(o.stdout.contains("get-vs-pim-tree") && o.stdout.contains("quick-run.toml"));
+}
