@@ -610,11 +610,17 @@ fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams,
     })
 }
 
-/// The longest simulated time, in seconds, that the largest transfer may take. Simulated
-/// time is a u64 of picoseconds (about 1.8 x 10^7 s), so this leaves room for a run of many
-/// such transfers; no real machine comes near it (PrIM's 2,556 DPUs move all their MRAM in
-/// under a second).
+/// The longest simulated time, in seconds, that each term of the largest transfer may take
+/// (its bytes at any one rate; its per-call fixed costs, one per DPU when serial; every
+/// rank's ownership switch). Three such terms together stay below the simulator's time
+/// ceiling ([`crate::engine::CEILING`], about 4.6 x 10^6 s), so pricing one transfer never
+/// reaches it; no real machine comes near (PrIM's 2,556 DPUs move all their MRAM in under a
+/// second). A run of many such transfers stops at the ceiling with an error.
 pub const MAX_FULL_TRANSFER_S: u64 = 1_000_000;
+const _: () = assert!(
+    3 * MAX_FULL_TRANSFER_S * crate::engine::PS_PER_S < crate::engine::CEILING.ps(),
+    "one transfer's terms must stay below the time ceiling"
+);
 
 /// The bytes per DPU of the largest transfer a command makes: one MRAM, and at least a real
 /// DPU's 64 MiB, since the transfer microbenchmark moves up to 32 MiB whatever the MRAM size.
@@ -656,14 +662,31 @@ fn check_transfer_products(
         ("transfer.host_cap_gb_per_s", t.host_cap_bytes_per_s),
     ];
     // The ownership switch is paid rank after rank; a machine has at most `dpus` ranks.
-    let switch_ps = u128::from(t.ownership_switch_per_rank.ps()) * u128::from(dpus);
-    if switch_ps > u128::from(MAX_FULL_TRANSFER_S) * u128::from(crate::engine::PS_PER_S) {
-        return Err(source.error_at(
+    // A serial transfer pays the call's fixed cost once per DPU, one after another.
+    let max_ps = u128::from(MAX_FULL_TRANSFER_S) * u128::from(crate::engine::PS_PER_S);
+    let per_dpu = [
+        (
             "transfer.ownership_switch_us_per_rank",
-            format!(
-                "switching the MRAM of every rank ({dpus} DPUs at most) would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller switch cost"
-            ),
-        ));
+            t.ownership_switch_per_rank,
+            "switching the MRAM of every rank",
+            "switch cost",
+        ),
+        (
+            "transfer.call_fixed_us",
+            t.call_fixed,
+            "a serial transfer's calls, one per DPU",
+            "call cost",
+        ),
+    ];
+    for (key, cost, what, name) in per_dpu {
+        if u128::from(cost.ps()) * u128::from(dpus) > max_ps {
+            return Err(source.error_at(
+                key,
+                format!(
+                    "{what}, {dpus} DPUs at most, would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller {name}"
+                ),
+            ));
+        }
     }
     for (key, bytes_per_s) in rates {
         let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));

@@ -241,14 +241,31 @@ fn remove_registered(path: &Path) {
 
 /// Installs handlers for SIGINT, SIGTERM and SIGHUP that remove every temporary file this
 /// process holds, then end the process as the signal would have (so a shell or a job
-/// scheduler sees the signal). Call once, from the command line's `main`. Fails only when
-/// the handlers cannot be installed.
+/// scheduler sees the signal). A signal the process inherited as ignored (`nohup`, a
+/// script's background job) stays ignored. Call once, from the command line's `main`. On
+/// failure nothing is installed.
 pub fn remove_temporaries_on_signals() -> std::io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| !inherited_as_ignored(s))
+        .collect();
+    // The handlers are registered on the thread that reads them, so a thread that cannot
+    // start leaves no handler swallowing signals.
+    let (ready, installed) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("pimdes-signals".into())
         .spawn(move || {
+            let mut signals = match signal_hook::iterator::Signals::new(&wanted) {
+                Ok(s) => {
+                    let _ = ready.send(Ok(()));
+                    s
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
             if let Some(signal) = signals.forever().next() {
                 remove_all_temporaries();
                 let _ = signal_hook::low_level::emulate_default_handler(signal);
@@ -256,7 +273,20 @@ pub fn remove_temporaries_on_signals() -> std::io::Result<()> {
                 std::process::exit(128 + signal);
             }
         })?;
-    Ok(())
+    installed
+        .recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the signal thread ended")))
+}
+
+/// Whether `signal`'s current action is "ignore" (as `nohup` leaves SIGHUP, and a shell
+/// leaves SIGINT for a background job), which the handlers must not override.
+fn inherited_as_ignored(signal: i32) -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null new action only reads the current one into `current`, which is a
+    // properly sized, zeroed `sigaction` that outlives the call.
+    let read = unsafe { libc::sigaction(signal, std::ptr::null(), current.as_mut_ptr()) };
+    // SAFETY: zero is a valid `sigaction`, and the call either filled it or left it zero.
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
 fn remove_all_temporaries() {

@@ -78,3 +78,23 @@ fn a_run_too_big_for_host_memory_is_refused_before_generating() {
         ],
     );
 }
+
+/// `partition` keeps every measured batch's per-DPU loads until it computes the imbalance:
+/// 65,536 DPUs in 99,000 batches would need about 100 GB, refused up front.
+#[test]
+fn partition_loads_beyond_host_memory_are_refused() {
+    let o = partition(&[
+        "machine.ranks=1024",
+        "machine.usable_dpus=65536",
+        "data.pairs=20000000",
+        "batches.measured=99000",
+        "queries.batch_size=1",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set batches.measured=99000: key `batches.measured`",
+            "for the loads of 65536 DPUs in 99000 measured batches",
+        ],
+    );
+}

@@ -188,6 +188,20 @@ fn partition_out_is_checked_like_run_out() {
     assert_eq!(entries(&dir), ["link.json", "m.toml", "p.json"]);
 }
 
+/// Waits (at most 20 s) for the report's temporary file to hold the report (not the empty
+/// probe that checks the directory before the simulation).
+fn wait_for_written_temporary(dir: &Path) {
+    let written = (0..2000).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::read_dir(dir).unwrap().any(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(".report.json.tmp-") && e.metadata().is_ok_and(|m| m.len() > 0)
+        })
+    });
+    assert!(written, "no written temporary file: {:?}", entries(dir));
+}
+
 /// A signal while the report's temporary file exists removes it, and the process ends by
 /// that signal (so a shell or scheduler sees it), leaving no file at all.
 #[test]
@@ -222,4 +236,32 @@ fn a_signal_during_the_write_leaves_no_temporary_file() {
         assert_eq!(status.signal(), Some(number), "SIG{signal}: {status:?}");
         assert!(entries(&dir).is_empty(), "SIG{signal}: {:?}", entries(&dir));
     }
+}
+
+/// A signal inherited as ignored (`nohup`, a script's background job) stays ignored: the
+/// command finishes and writes its report.
+#[test]
+fn an_ignored_hangup_stays_ignored() {
+    let dir = scratch("nohup");
+    let out = dir.join("report.json");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' HUP; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_pimdes"))
+        .args(["partition", "--machine", MACHINE, "--workload", WORKLOAD])
+        .args(["--quiet", "--out", out.to_str().unwrap()])
+        .env("PIMDES_TEST_HOLD_TEMPORARY_MS", "500")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_written_temporary(&dir);
+    let sent = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(entries(&dir), ["report.json"]);
 }

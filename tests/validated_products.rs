@@ -117,3 +117,28 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
         ],
     );
 }
+
+/// A serial transfer pays the call's fixed cost once per DPU: at its largest valid value on
+/// 5,120 DPUs that passed the time ceiling and panicked in the transfer microbenchmark.
+#[test]
+fn a_call_cost_too_large_for_every_dpu_is_refused() {
+    let o = pimdes(&[
+        "microbench",
+        "transfer",
+        "--machine",
+        "machines/upmem-2538.toml",
+        "--set",
+        "machine.ranks=80",
+        "--set",
+        "machine.usable_dpus=5120",
+        "--set",
+        "machine.transfer.call_fixed_us=1e9",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set machine.transfer.call_fixed_us=1e9: key `transfer.call_fixed_us`",
+            "5120 DPUs at most, would take over 1000000 s",
+        ],
+    );
+}

@@ -53,7 +53,7 @@ enum Command {
     /// Run every point of a manifest (a grid of `--set` values) into one result file each,
     /// resumably; list the points as command lines; or collect them into CSV and JSON Lines.
     Sweep(sweep::SweepArgs),
-    /// Draw random small machines, workloads, indexes, partitioners, policies and
+    /// Draw random small machines, workloads, indexes, partitioners, evaluation policies and
     /// protocols from a seed, run each on one thread and on two, and check the invariants
     /// (answers verified, breakdown adds up, times ordered, IF >= 1, same report).
     Soak(soak::SoakArgs),
@@ -183,7 +183,7 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     check_outputs(&[("--out", args.out.as_deref())], &args.common)?;
     let (machine, workload) = load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
-    let wall_s = check_partition(&workload, &Limits::host())?;
+    let wall_s = check_partition(&machine, &workload, &Limits::host())?;
     if let Some(note) = long_note(wall_s).filter(|_| !args.quiet) {
         eprintln!("{note}");
     }

@@ -29,7 +29,7 @@ impl Time {
         Time(ps)
     }
 
-    pub fn ps(self) -> u64 {
+    pub const fn ps(self) -> u64 {
         self.0
     }
 

@@ -80,14 +80,12 @@ pub struct RunEstimate {
 impl RunEstimate {
     /// A line for stderr when the run is long enough to be worth announcing.
     pub fn long(&self) -> Option<String> {
-        (self.wall_s > LONG_RUN_S).then(|| {
-            format!(
-                "note: this run is estimated at about {} of wall time ({:.1e} simulated DPU events, {} MiB of host memory); progress follows on stderr",
-                human_duration(self.wall_s),
-                self.events as f64,
-                self.host_bytes >> 20
-            )
-        })
+        let what = format!(
+            "this run ({:.1e} simulated DPU events, {} MiB of host memory)",
+            self.events as f64,
+            self.host_bytes >> 20
+        );
+        note(&what, self.wall_s)
     }
 }
 
@@ -103,7 +101,7 @@ fn human_duration(s: f64) -> String {
 
 /// Host-memory terms of a run: (key to name, bytes).
 fn run_memory_terms(machine: &Machine, workload: &Workload) -> [(&'static str, u64); 3] {
-    let queries = workload.batch_size.saturating_mul(workload.total_batches());
+    let queries = run_queries(workload);
     [
         (
             "ranks",
@@ -123,10 +121,7 @@ fn run_events(workload: &Workload) -> u64 {
         QueryKind::Get => 0,
         _ => workload.range_pairs / RANGE_PAIRS_PER_EVENT,
     };
-    workload
-        .batch_size
-        .saturating_mul(workload.total_batches())
-        .saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
+    run_queries(workload).saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
 }
 
 /// Estimates a `pimdes run` and refuses it above `limits`: the memory error names the key
@@ -183,7 +178,7 @@ fn memory_error(
         mib(terms[1].1),
         workload.pairs,
         mib(terms[2].1),
-        workload.batch_size.saturating_mul(workload.total_batches()),
+        run_queries(workload),
         mib(available)
     );
     match key {
@@ -223,20 +218,44 @@ fn partition_queries(workload: &Workload) -> u64 {
 const NS_PER_CHUNK: u64 = 90;
 const NS_PER_PARTITION_QUERY: u64 = 45;
 
-/// Estimates a `pimdes partition` and refuses it when its chunk boundaries would not fit
-/// in host memory (it never holds the pairs themselves; naming `data.pairs`) or when it
-/// would generate more queries than `limits.max_events` (naming `queries.batch_size`).
-/// Returns the estimated wall time, seconds.
-pub fn check_partition(workload: &Workload, limits: &Limits) -> Result<f64, InputError> {
+/// Per DPU and measured batch: the queries it serves and those on its hot tree, kept for
+/// every measured batch until the imbalance is computed (two u64).
+const PER_DPU_BATCH_BYTES: u64 = 16;
+
+/// Estimates a `pimdes partition` and refuses it when its chunk boundaries and per-batch
+/// loads would not fit in host memory (it never holds the pairs themselves; naming the key
+/// of the larger term) or when it would generate more queries than `limits.max_events`
+/// (naming `queries.batch_size`). Returns the estimated wall time, seconds.
+pub fn check_partition(
+    machine: &Machine,
+    workload: &Workload,
+    limits: &Limits,
+) -> Result<f64, InputError> {
     let chunks = workload.chunks();
-    let bytes = BASE_BYTES.saturating_add(chunks.saturating_mul(PER_CHUNK_BYTES));
+    let chunk_bytes = chunks.saturating_mul(PER_CHUNK_BYTES);
+    let load_bytes = workload
+        .measured_batches
+        .saturating_mul(u64::from(machine.dpus))
+        .saturating_mul(PER_DPU_BATCH_BYTES);
+    let bytes = BASE_BYTES
+        .saturating_add(chunk_bytes)
+        .saturating_add(load_bytes);
     if let Some(available) = limits.host_bytes().filter(|&a| bytes > a) {
+        let key = if chunk_bytes >= load_bytes {
+            "data.pairs"
+        } else {
+            "batches.measured"
+        };
         return Err(workload.attribution.error_at(
-            "data.pairs",
+            key,
             format!(
-                "partitioning would need about {} MiB of host memory for {chunks} chunks of {} pairs (partition.chunk_pairs), more than the {} MiB available; lower data.pairs or raise partition.chunk_pairs",
+                "partitioning would need about {} MiB of host memory ({} MiB for {chunks} chunks of {} pairs (partition.chunk_pairs), {} MiB for the loads of {} DPUs in {} measured batches), more than the {} MiB available; lower data.pairs or batches.measured, or raise partition.chunk_pairs",
                 bytes >> 20,
+                chunk_bytes >> 20,
                 workload.chunk_pairs,
+                load_bytes >> 20,
+                machine.dpus,
+                workload.measured_batches,
                 available >> 20
             ),
         ));
@@ -260,14 +279,24 @@ pub fn check_partition(workload: &Workload, limits: &Limits) -> Result<f64, Inpu
     Ok(wall_s)
 }
 
-/// A line for stderr when a command estimated at `wall_s` is long enough to announce.
+/// A line for stderr when a `partition` estimated at `wall_s` is long enough to announce.
 pub fn long_note(wall_s: f64) -> Option<String> {
+    note("partitioning", wall_s)
+}
+
+/// `note: WHAT is estimated at about ...` when `wall_s` is above [`LONG_RUN_S`].
+fn note(what: &str, wall_s: f64) -> Option<String> {
     (wall_s > LONG_RUN_S).then(|| {
         format!(
-            "note: this is estimated at about {} of wall time; progress follows on stderr",
+            "note: {what} is estimated at about {} of wall time; progress follows on stderr",
             human_duration(wall_s)
         )
     })
+}
+
+/// Queries of every batch of a run, warm-up included.
+fn run_queries(workload: &Workload) -> u64 {
+    workload.batch_size.saturating_mul(workload.total_batches())
 }
 
 /// The host's available memory in bytes (`MemAvailable` of `/proc/meminfo`); `None` where
@@ -346,8 +375,8 @@ mod tests {
         let e = check_run(&m, &w, &small).unwrap_err();
         assert!(e.reason.contains("more than the 32 MiB available"), "{e}");
         // partition: the reference batch and 3 measured batches of 20,000 queries.
-        assert!(check_partition(&w, &at(80_000)).is_ok());
-        let e = check_partition(&w, &at(79_999)).unwrap_err();
+        assert!(check_partition(&m, &w, &at(80_000)).is_ok());
+        let e = check_partition(&m, &w, &at(79_999)).unwrap_err();
         assert!(e.reason.contains("about 80000 queries"), "{e}");
     }
 }

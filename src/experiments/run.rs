@@ -314,7 +314,8 @@ pub fn drive(
     wall: std::time::Instant,
     trace: Option<&TraceRequest>,
 ) -> Result<(RunReport, Option<Trace>), Error> {
-    let init = time_init(machine, index.init_programs()).map_err(|p| past_ceiling(p, workload))?;
+    let init =
+        time_init(machine, index.init_programs()).map_err(|p| init_past_ceiling(p, workload))?;
     let total = workload.total_batches();
     let warmup = workload.warmup_batches;
     let mut g = Gathered {
@@ -356,6 +357,18 @@ fn past_ceiling(p: PastCeiling, workload: &Workload) -> Error {
         "batches.measured",
         format!(
             "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
+        ),
+    ))
+}
+
+/// As [`past_ceiling`], for the index's setup (its init programs, timed as batches).
+fn init_past_ceiling(p: PastCeiling, workload: &Workload) -> Error {
+    Error::Input(workload.attribution.error_at(
+        "data.pairs",
+        format!(
+            "the index's setup (build, partition, exchange; step {} of its init) passed the simulator's time ceiling of {} s: the host costs (host.*_ns_per_*), transfer.* rates and fixed costs are too large for data.pairs and the reference batch (queries.batch_size); lower some of them",
+            p.batch + 1,
+            crate::engine::CEILING.ps() / crate::engine::PS_PER_S
         ),
     ))
 }

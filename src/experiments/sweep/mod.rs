@@ -13,6 +13,7 @@ pub mod manifest;
 use crate::config::{InputError, Override};
 use crate::error::Error;
 use crate::experiments::compare::{Comparison, Tolerance, compare_results, load_result};
+use crate::experiments::estimate::{Limits, check_partition, check_run};
 use crate::experiments::partition::{EffectiveConfig, run_partition};
 use crate::experiments::run::{Silent, run};
 use crate::machine::Machine;
@@ -245,10 +246,12 @@ pub fn run_point(
     let (w, pa) = (&inputs.workload, inputs.partitioner.as_ref());
     let (text, warnings) = match m.command {
         SweepCommand::Run => {
+            check_run(&inputs.machine, w, &Limits::host())?;
             let report = run(&inputs.machine, w, pa, &mut Silent).map_err(wrap)?;
             (pretty(&report, &path)?, report.warnings)
         }
         SweepCommand::Partition => {
+            check_partition(&inputs.machine, w, &Limits::host())?;
             let report = run_partition(&inputs.machine, w, pa).map_err(wrap)?;
             (pretty(&report, &path)?, report.warnings)
         }

@@ -51,7 +51,8 @@ use std::collections::VecDeque;
     CEILING.ps() / PS_PER_S
 )]
 pub struct PastCeiling {
-    /// The batch of the first event past the ceiling (the last started one).
+    /// The last batch started when the first event past the ceiling came (with batches in
+    /// flight, that event may belong to an earlier one).
     pub batch: u64,
 }
 
