@@ -333,6 +333,29 @@ impl Machine {
     }
 
     /// Global index of the first usable DPU of each rank.
+    /// What the user should know about this machine: an override of `ranks` or
+    /// `dpus_per_rank` that leaves the file's `usable_dpus` in place keeps that DPU count,
+    /// which is rarely what was meant.
+    pub fn warnings(&self) -> Vec<String> {
+        let a = &self.attribution;
+        let resized = a
+            .override_of("ranks")
+            .or_else(|| a.override_of("dpus_per_rank"));
+        let (Some(set), None, Some(usable)) =
+            (resized, a.override_of("usable_dpus"), self.raw.usable_dpus)
+        else {
+            return Vec::new();
+        };
+        let total = self.ranks * self.dpus_per_rank;
+        if usable == u64::from(total) {
+            return Vec::new();
+        }
+        vec![format!(
+            "--set {set} resizes the machine, but its file's usable_dpus = {usable} stays: {usable} usable DPUs over {} ranks of {} ({total} in all); set machine.usable_dpus too (machine.usable_dpus={total} for all of them)",
+            self.ranks, self.dpus_per_rank
+        )]
+    }
+
     pub fn first_dpu_of_rank(&self, rank: u32) -> u32 {
         self.usable_dpus_per_rank[..rank as usize].iter().sum()
     }

@@ -53,6 +53,9 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         Some(path) => Machine::load(path, &overrides)?,
         None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &overrides)?,
     };
+    for w in machine.warnings() {
+        eprintln!("warning: {w}");
+    }
     microbench::check_mram(&args.name, &machine)?;
     let phase = format!("running the {} microbenchmarks", args.name);
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);

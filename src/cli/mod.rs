@@ -62,6 +62,11 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
     /// Redraw a sweep's figures from its collected results (no simulation).
     Plot(experiment::PlotArgs),
+    /// Print a shell completion script: `pimdes completions bash > ~/.local/share/bash-completion/completions/pimdes`.
+    Completions {
+        /// bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -116,6 +121,7 @@ pub fn main() -> i32 {
         Some(Command::Soak(args)) => soak::run(args),
         Some(Command::Experiment(args)) => experiment::experiment(args),
         Some(Command::Plot(args)) => experiment::plot(args),
+        Some(Command::Completions { shell }) => completions(shell),
         Some(Command::Compare(args)) => compare::run(args).map(|code| compare_code = code),
     });
     match result {
@@ -127,6 +133,18 @@ pub fn main() -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// The completion script of `shell` on stdout.
+fn completions(shell: clap_complete::Shell) -> Result<(), Error> {
+    let mut script = Vec::new();
+    clap_complete::generate(
+        shell,
+        &mut <Cli as clap::CommandFactory>::command(),
+        "pimdes",
+        &mut script,
+    );
+    write_stdout(&String::from_utf8_lossy(&script))
 }
 
 /// This process's command line as a shell command that reproduces it: `pimdes` and the
@@ -159,6 +177,9 @@ fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
         .collect::<Result<Vec<_>, _>>()?;
     let machine = Machine::load(&common.machine, &overrides)?;
     let workload = Workload::load(&common.workload, &overrides)?;
+    for w in machine.warnings() {
+        eprintln!("warning: {w}");
+    }
     Ok((machine, workload))
 }
 

@@ -19,6 +19,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
+#[command(after_help = names_help())]
 pub struct RunArgs {
     #[command(flatten)]
     common: CommonArgs,
@@ -44,6 +45,22 @@ pub struct RunArgs {
     /// first measured batch.
     #[arg(long, value_name = "A..B", requires = "trace")]
     trace_batches: Option<String>,
+}
+
+/// The names `run` accepts, for `--help`: indexes, partitioners and policies.
+fn names_help() -> String {
+    use crate::policies::{evaluation_policies, postprocessing_policies, routing_policies};
+    let routing: Vec<&str> = routing_policies().iter().map(|p| p.name()).collect();
+    let evaluation: Vec<&str> = evaluation_policies().iter().map(|p| p.name()).collect();
+    let post: Vec<&str> = postprocessing_policies().iter().map(|p| p.name()).collect();
+    format!(
+        "Names (set in the workload file or with --set):\n  run.index           {}\n  --partitioner       {}\n  run.routing         {}\n  run.evaluation      {}\n  run.postprocessing  {}\n\nEvery key of the machine and workload files, and what --set takes: docs/file-formats.md.",
+        crate::index::names().join(", "),
+        crate::partition::names().join(", "),
+        routing.join(", "),
+        evaluation.join(", "),
+        post.join(", ")
+    )
 }
 
 /// At most this many DPUs in `--trace-dpus`.
