@@ -59,7 +59,11 @@ fn s(p: &Path) -> &str {
 
 /// Every file of a sweep directory: results without their `host` block (the simulating
 /// machine's wall time), the rest as bytes.
+/// The files of sweep directory `d` as text: results without their `host` block, and with
+/// the directory in their command line written `DIR`, so two directories of one sweep
+/// compare equal.
 fn files(d: &Path) -> BTreeMap<String, String> {
+    let canonical = std::fs::canonicalize(d).unwrap().display().to_string();
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(d).unwrap() {
         let path = e.unwrap().path();
@@ -68,6 +72,9 @@ fn files(d: &Path) -> BTreeMap<String, String> {
         let text = match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(mut m)) if m.contains_key("config") => {
                 m.remove("host");
+                if let Some(Value::String(line)) = m.get_mut("command_line") {
+                    *line = line.replace(&canonical, "DIR");
+                }
                 Value::Object(m).to_string()
             }
             _ => text,

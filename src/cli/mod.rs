@@ -209,7 +209,8 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
         eprintln!("{note}");
     }
     let progress = progress::heartbeat("pimdes partition", args.quiet, "partitioning");
-    let report = run_partition(&machine, &workload, partitioner.as_ref())?;
+    let mut report = run_partition(&machine, &workload, partitioner.as_ref())?;
+    report.command_line = Some(command_line());
     drop(progress);
     for w in &report.warnings {
         eprintln!("warning: {w}");

@@ -194,7 +194,7 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         Box::new(p)
     };
     let trace = trace_request(&args, &machine, &workload)?;
-    let (report, timeline) = run_traced(
+    let (mut report, timeline) = run_traced(
         &machine,
         &workload,
         partitioner.as_ref(),
@@ -207,6 +207,7 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     })?;
     // The progress line ends before anything else is printed.
     drop(progress);
+    report.command_line = Some(command_line());
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

@@ -1,6 +1,19 @@
 //! Experiments: what the CLI's commands run, built from the workload, the partitioners and
 //! the machine, each returning a typed report.
 
+/// The version of the JSON reports' shape (`schema_version`, first in every `run` and
+/// `partition` report): raised when a field is renamed, removed or changes its type or
+/// meaning; new fields alone keep it. Scripts check it before reading.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// FNV-1a (64 bits, hex) of an effective configuration as compact JSON with sorted keys:
+/// the `config_fnv1a64` of reports and sweep indexes, equal exactly when the configurations
+/// are.
+pub fn config_fnv1a64(config: &impl serde::Serialize) -> String {
+    let value = serde_json::to_value(config).unwrap_or_default();
+    sweep::config_hash(&value)
+}
+
 pub mod catalog;
 pub mod compare;
 pub mod estimate;

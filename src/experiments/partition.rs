@@ -45,6 +45,8 @@ pub struct MramUse {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PartitionReport {
+    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
     pub partitioner: String,
     pub dpus: u32,
     pub chunks: usize,
@@ -68,6 +70,11 @@ pub struct PartitionReport {
     pub warnings: Vec<String>,
     pub seed: u64,
     pub version: &'static str,
+    /// The command line that made the report, when a command made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_line: Option<String>,
+    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    pub config_fnv1a64: String,
     pub config: EffectiveConfig,
 }
 
@@ -219,7 +226,16 @@ pub fn evaluate(
         .max()
         .unwrap_or(0);
     let total_queries: u64 = per_batch.iter().flat_map(|c| c.iter()).sum();
+    let config = EffectiveConfig {
+        machine: machine.raw.clone(),
+        workload: {
+            let mut raw = workload.raw.clone();
+            raw.partition.partitioner = name.to_owned();
+            raw
+        },
+    };
     PartitionReport {
+        schema_version: super::REPORT_SCHEMA_VERSION,
         partitioner: name.to_owned(),
         dpus,
         chunks: prepared.loads.chunks(),
@@ -248,13 +264,8 @@ pub fn evaluate(
         warnings,
         seed: workload.seed,
         version: env!("CARGO_PKG_VERSION"),
-        config: EffectiveConfig {
-            machine: machine.raw.clone(),
-            workload: {
-                let mut raw = workload.raw.clone();
-                raw.partition.partitioner = name.to_owned();
-                raw
-            },
-        },
+        command_line: None,
+        config_fnv1a64: super::config_fnv1a64(&config),
+        config,
     }
 }

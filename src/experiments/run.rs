@@ -106,6 +106,8 @@ pub struct HostFacts {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
+    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
     pub index: String,
     /// The index's own keys (B+-Forest: `partitioner`, `imbalance`, `policies`).
     #[serde(flatten)]
@@ -120,6 +122,8 @@ pub struct RunReport {
     pub protocol: ProtocolReport,
     /// Each measured batch from its start to its end.
     pub batch_time_us: MeanStd,
+    /// Every measured batch's time, in batch order.
+    pub batch_times_us: Vec<f64>,
     /// Between the ends of consecutive batches (equal to the batch time when batches run
     /// one after another).
     pub batch_interval_us: MeanStd,
@@ -143,6 +147,12 @@ pub struct RunReport {
     pub mram: MramNeed,
     pub seed: u64,
     pub version: &'static str,
+    /// The command line that made the report, when a command (not a library call or a sweep
+    /// point) made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_line: Option<String>,
+    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    pub config_fnv1a64: String,
     pub config: EffectiveConfig,
     pub host: HostFacts,
 }
@@ -472,6 +482,7 @@ fn latency(protocol: &Protocol, measured: &[&BatchTiming]) -> Latency {
 /// The measured batches' timing figures.
 struct Timing {
     batch_time: MeanStd,
+    batch_times: Vec<f64>,
     batch_interval: MeanStd,
     throughput_queries_per_s: f64,
     breakdown: Named,
@@ -505,6 +516,7 @@ fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
     let queries: u64 = in_window.iter().map(|b| b.queries).sum();
     Timing {
         batch_time: mean_std(&times),
+        batch_times: times,
         batch_interval: MeanStd {
             mean: window.as_us_f64() / in_window.len().max(1) as f64,
             stddev: mean_std(&intervals).stddev,
@@ -538,7 +550,8 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
 }
 
 /// The run report's own keys, which an index's keys must not shadow.
-pub const RESERVED_KEYS: [&str; 21] = [
+pub const RESERVED_KEYS: [&str; 25] = [
+    "schema_version",
     "index",
     "dpus",
     "tasklets",
@@ -546,6 +559,7 @@ pub const RESERVED_KEYS: [&str; 21] = [
     "measured_batches",
     "protocol",
     "batch_time_us",
+    "batch_times_us",
     "batch_interval_us",
     "breakdown_us",
     "init_us",
@@ -558,6 +572,8 @@ pub const RESERVED_KEYS: [&str; 21] = [
     "mram",
     "seed",
     "version",
+    "command_line",
+    "config_fnv1a64",
     "config",
     "host",
 ];
@@ -586,6 +602,7 @@ fn report(
     let mut warnings = index.warnings();
     warnings.extend(saturated.clone());
     RunReport {
+        schema_version: super::REPORT_SCHEMA_VERSION,
         index: index.name().to_owned(),
         index_fields,
         index_rows: index.table_rows(),
@@ -601,6 +618,7 @@ fn report(
             poll_interval_us: workload.poll_interval_us,
         },
         batch_time_us: t.batch_time,
+        batch_times_us: t.batch_times,
         batch_interval_us: t.batch_interval,
         breakdown_us: t.breakdown,
         init_us: init,
@@ -613,6 +631,8 @@ fn report(
         mram: index.mram(),
         seed: workload.seed,
         version: env!("CARGO_PKG_VERSION"),
+        command_line: None,
+        config_fnv1a64: super::config_fnv1a64(&config),
         config,
         host: HostFacts {
             wall_s: wall.elapsed().as_secs_f64(),

@@ -247,12 +247,14 @@ pub fn run_point(
     let (text, warnings) = match m.command {
         SweepCommand::Run => {
             check_run(&inputs.machine, w, &Limits::host())?;
-            let report = run(&inputs.machine, w, pa, &mut Silent).map_err(wrap)?;
+            let mut report = run(&inputs.machine, w, pa, &mut Silent).map_err(wrap)?;
+            report.command_line = Some(reproduce(p));
             (pretty(&report, &path)?, report.warnings)
         }
         SweepCommand::Partition => {
             check_partition(&inputs.machine, w, &Limits::host())?;
-            let report = run_partition(&inputs.machine, w, pa).map_err(wrap)?;
+            let mut report = run_partition(&inputs.machine, w, pa).map_err(wrap)?;
+            report.command_line = Some(reproduce(p));
             (pretty(&report, &path)?, report.warnings)
         }
     };
