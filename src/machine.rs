@@ -684,8 +684,27 @@ fn check_transfer_products(
         ),
         ("transfer.host_cap_gb_per_s", t.host_cap_bytes_per_s),
     ];
-    // The ownership switch is paid rank after rank; a machine has at most `dpus` ranks.
-    // A serial transfer pays the call's fixed cost once per DPU, one after another.
+    check_per_dpu_costs(t, dpus, source)?;
+    for (key, bytes_per_s) in rates {
+        let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
+        if seconds > u128::from(MAX_FULL_TRANSFER_S) {
+            let min_gb_per_s = bytes as f64 / MAX_FULL_TRANSFER_S as f64 / 1e9;
+            return Err(source.error_at(
+                key,
+                format!(
+                    "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s or fewer DPUs",
+                    largest_transfer_per_dpu_bytes(mram_size_bytes)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The costs paid once per DPU (at most) one after another: every rank's ownership switch
+/// (a machine has at most `dpus` ranks) and a serial transfer's calls, one per DPU. Each
+/// must fit in [`MAX_FULL_TRANSFER_S`].
+fn check_per_dpu_costs(t: &TransferParams, dpus: u64, source: &Source) -> Result<(), InputError> {
     let max_ps = u128::from(MAX_FULL_TRANSFER_S) * u128::from(crate::engine::PS_PER_S);
     let per_dpu = [
         (
@@ -707,19 +726,6 @@ fn check_transfer_products(
                 key,
                 format!(
                     "{what}, {dpus} DPUs at most, would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller {name}"
-                ),
-            ));
-        }
-    }
-    for (key, bytes_per_s) in rates {
-        let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
-        if seconds > u128::from(MAX_FULL_TRANSFER_S) {
-            let min_gb_per_s = bytes as f64 / MAX_FULL_TRANSFER_S as f64 / 1e9;
-            return Err(source.error_at(
-                key,
-                format!(
-                    "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s or fewer DPUs",
-                    largest_transfer_per_dpu_bytes(mram_size_bytes)
                 ),
             ));
         }

@@ -19,6 +19,19 @@ pub struct EffectiveConfig {
     pub workload: RawWorkload,
 }
 
+impl EffectiveConfig {
+    /// The machine and workload as given, with the partitioner that actually ran (a
+    /// `--partitioner` flag overrides the workload's).
+    pub fn of(machine: &Machine, workload: &Workload, partitioner: &str) -> EffectiveConfig {
+        let mut raw = workload.raw.clone();
+        raw.partition.partitioner = partitioner.to_owned();
+        EffectiveConfig {
+            machine: machine.raw.clone(),
+            workload: raw,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Imbalance {
     /// IF_d: largest pairs on a DPU over the mean.
@@ -226,14 +239,7 @@ pub fn evaluate(
         .max()
         .unwrap_or(0);
     let total_queries: u64 = per_batch.iter().flat_map(|c| c.iter()).sum();
-    let config = EffectiveConfig {
-        machine: machine.raw.clone(),
-        workload: {
-            let mut raw = workload.raw.clone();
-            raw.partition.partitioner = name.to_owned();
-            raw
-        },
-    };
+    let config = EffectiveConfig::of(machine, workload, name);
     PartitionReport {
         schema_version: super::REPORT_SCHEMA_VERSION,
         partitioner: name.to_owned(),

@@ -236,12 +236,7 @@ pub fn run_traced(
     let wall = std::time::Instant::now();
     check_fixed_costs(machine, workload)?;
     let mut index = index::build(machine, workload, partitioner, &mut |p| progress.phase(p))?;
-    let mut raw_workload = workload.raw.clone();
-    raw_workload.partition.partitioner = partitioner.name().to_owned();
-    let config = EffectiveConfig {
-        machine: machine.raw.clone(),
-        workload: raw_workload,
-    };
+    let config = EffectiveConfig::of(machine, workload, partitioner.name());
     drive(
         machine,
         workload,

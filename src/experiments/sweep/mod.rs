@@ -104,12 +104,7 @@ pub fn point_inputs(m: &Manifest, p: &Point) -> Result<PointInputs, Error> {
             format!("unknown partitioner `{name}`; expected one of: {names}"),
         )
     })?;
-    let mut raw_workload = workload.raw.clone();
-    raw_workload.partition.partitioner = partitioner.name().to_owned();
-    let config = EffectiveConfig {
-        machine: machine.raw.clone(),
-        workload: raw_workload,
-    };
+    let config = EffectiveConfig::of(&machine, &workload, partitioner.name());
     let config = serde_json::to_string(&config)
         .and_then(|text| serde_json::from_str(&text))
         .map_err(|e| Error::Output {
