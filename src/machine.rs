@@ -15,7 +15,7 @@ use std::path::Path;
 pub const MAX_DPUS: u64 = 1 << 16;
 
 /// The machine file as written (after `--set machine.*` overrides).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMachine {
     pub name: String,
@@ -32,7 +32,7 @@ pub struct RawMachine {
     pub host: RawHost,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDpu {
     pub mram_size_bytes: u64,
@@ -46,7 +46,7 @@ pub struct RawDpu {
     pub instructions: RawInstructions,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPipeline {
     /// Cycles between two instructions of one tasklet (the revolver rule).
@@ -56,7 +56,7 @@ pub struct RawPipeline {
 }
 
 /// Instructions per operation (the instruction-cost table).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawInstructions {
     pub alu: u64,
@@ -83,7 +83,7 @@ pub struct RawInstructions {
     pub barrier_wait: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDma {
     pub min_size_bytes: u64,
@@ -96,7 +96,7 @@ pub struct RawDma {
     pub occupancy_cycles_per_byte: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTransfer {
     pub call_fixed_us: f64,
@@ -112,7 +112,7 @@ pub struct RawTransfer {
     pub host_cap_gb_per_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawHost {
     pub cpu: String,
@@ -172,7 +172,7 @@ pub struct DpuParams {
 }
 
 /// Direction of an MRAM <-> WRAM transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DmaDirection {
     /// `mram_read`: MRAM to WRAM.

@@ -1,5 +1,6 @@
-//! `pimdes microbench NAME --json` prints one JSON array of records with exactly the fields
-//! the issue lists; without `--json`, tables for people.
+//! `pimdes microbench NAME --json` prints one JSON report whose records have exactly the
+//! fields the issue lists, each naming its suite, beside the effective machine; without
+//! `--json`, tables for people.
 
 use std::process::Command;
 
@@ -30,7 +31,13 @@ fn keys(suite: &str, machine: Option<&str>) -> (usize, Vec<String>) {
     let (code, text) = run(&args);
     assert_eq!(code, 0);
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let records = value.as_array().expect("one JSON array");
+    assert_eq!(value["suite"], suite);
+    assert!(value["config"]["machine"]["dpu"].is_object(), "{text}");
+    assert!(value["config_fnv1a64"].is_string());
+    let records = value["records"].as_array().expect("an array of records");
+    for r in records {
+        assert_eq!(r["suite"], suite, "every record names its suite");
+    }
     let mut keys: Vec<String> = records[0].as_object().unwrap().keys().cloned().collect();
     keys.sort();
     for r in records {
@@ -52,11 +59,21 @@ fn records_have_the_listed_fields() {
             "direction",
             "latency_cycles",
             "size_bytes",
+            "suite",
             "tasklets"
         ]
     );
     let (_, k) = keys("stream", None);
-    assert_eq!(k, ["bandwidth_mb_per_s", "kernel", "memory", "tasklets"]);
+    assert_eq!(
+        k,
+        [
+            "bandwidth_mb_per_s",
+            "kernel",
+            "memory",
+            "suite",
+            "tasklets"
+        ]
+    );
     let (_, k) = keys("transfer", None);
     assert_eq!(
         k,
@@ -66,6 +83,7 @@ fn records_have_the_listed_fields() {
             "dpus",
             "mode",
             "size_per_dpu_bytes",
+            "suite",
             "time_us"
         ]
     );
@@ -74,7 +92,7 @@ fn records_have_the_listed_fields() {
 #[test]
 fn arithmetic_sweeps_the_machines_tasklets() {
     let (n, k) = keys("arithmetic", Some("machines/upmem-v1b-400mhz.toml"));
-    assert_eq!(k, ["mops", "op", "tasklets", "type"]);
+    assert_eq!(k, ["mops", "op", "suite", "tasklets", "type"]);
     // 4 ops x 4 types x 16 tasklets on a v1B DPU.
     assert_eq!(n, 4 * 4 * 16);
 }

@@ -55,3 +55,230 @@ fn a_run_keeps_every_measured_batch_time() {
         "{mean} vs {reported}"
     );
 }
+
+// ---- Schemas: generated from the types, committed in docs/schema/, met by real outputs ----
+
+const SCHEMAS: [&str; 5] = ["run", "partition", "microbench", "machine", "workload"];
+
+#[test]
+fn committed_schemas_are_the_generated_ones() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    assert_eq!(SCHEMAS, pimdes::experiments::schema::NAMES);
+    for name in SCHEMAS {
+        let o = pimdes(&["schema", name]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let path = dir.join(format!("{name}.json"));
+        if std::env::var_os("PIMDES_BLESS").is_some() {
+            std::fs::write(&path, &o.stdout).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).expect("docs/schema file exists");
+        assert!(
+            committed == o.stdout,
+            "docs/schema/{name}.json differs from `pimdes schema {name}`; refresh it with PIMDES_BLESS=1 cargo test --profile checked --test report_schema"
+        );
+    }
+}
+
+fn schema(name: &str) -> Value {
+    serde_json::from_str(&pimdes::experiments::schema::schema(name).unwrap()).unwrap()
+}
+
+#[test]
+fn every_report_meets_its_schema() {
+    let pim_tree = [
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/pim-tree-get.toml",
+        "--set",
+        "data.pairs=60000",
+        "--set",
+        "queries.batch_size=4000",
+        "--json",
+        "--quiet",
+    ];
+    let reports = [
+        (
+            "run",
+            json(&[&["run"][..], &INPUTS, &["--json", "--quiet"]].concat()),
+        ),
+        ("run", json(&pim_tree)),
+        (
+            "partition",
+            json(&[&["partition"][..], &INPUTS, &["--json", "--quiet"]].concat()),
+        ),
+        (
+            "microbench",
+            json(&["microbench", "mram", "--json", "--quiet"]),
+        ),
+        (
+            "microbench",
+            json(&["microbench", "transfer", "--json", "--quiet"]),
+        ),
+    ];
+    for (name, report) in &reports {
+        let errors = validate(&schema(name), report);
+        assert!(errors.is_empty(), "{name}: {errors:#?}");
+        let commit = &report["git_commit"];
+        assert!(commit.is_null() || commit.is_string(), "{name}: {commit}");
+    }
+}
+
+#[test]
+fn every_shipped_input_file_meets_its_schema() {
+    for (name, dir) in [("machine", "machines"), ("workload", "workloads")] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let value: Value = toml::from_str(&text).unwrap();
+            let errors = validate(&schema(name), &value);
+            assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+        }
+    }
+}
+
+#[test]
+fn the_schemas_reject_what_pimdes_would_not_write_or_read() {
+    let mut run = json(&[&["run"][..], &INPUTS, &["--json", "--quiet"]].concat());
+    let run_schema = schema("run");
+    run.as_object_mut().unwrap().remove("imbalance");
+    assert!(
+        !validate(&run_schema, &run).is_empty(),
+        "B+-Forest keys are required"
+    );
+    run["imbalance"] = Value::from("high");
+    assert!(
+        !validate(&run_schema, &run).is_empty(),
+        "a string for an object"
+    );
+    let mut machine: Value = toml::from_str(include_str!("../machines/paper-2rank.toml")).unwrap();
+    machine["dpu"]["mram_size_bytez"] = Value::from(1);
+    assert!(
+        !validate(&schema("machine"), &machine).is_empty(),
+        "unknown key"
+    );
+}
+
+/// The errors of `value` against `schema`, for the subset of JSON Schema 2020-12 that
+/// schemars writes: `$ref` into `$defs`, `type`, `properties`, `required`,
+/// `additionalProperties`, `items`, `const`, `enum`, `oneOf`, `anyOf`, `allOf`, `if`/`then`,
+/// `minimum`, `maximum`. Anything else in a schema is an error, so the test cannot pass by
+/// ignoring a rule.
+fn validate(schema: &Value, value: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    check(schema, schema, value, "$", &mut errors);
+    errors
+}
+
+fn check(root: &Value, s: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    let Some(rules) = s.as_object() else {
+        if s == &Value::Bool(false) {
+            errors.push(format!("{at}: not allowed"));
+        }
+        return;
+    };
+    for (rule, arg) in rules {
+        match rule.as_str() {
+            "$ref" => {
+                let name = arg.as_str().unwrap().strip_prefix("#/$defs/").unwrap();
+                check(root, &root["$defs"][name], v, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match arg {
+                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
+                    t => vec![t.as_str().unwrap()],
+                };
+                if !types.iter().any(|t| has_type(v, t)) {
+                    errors.push(format!("{at}: {v} is not of type {types:?}"));
+                }
+            }
+            "properties" => {
+                for (key, sub) in arg.as_object().unwrap() {
+                    if let Some(x) = v.get(key) {
+                        check(root, sub, x, &format!("{at}.{key}"), errors);
+                    }
+                }
+            }
+            "required" => {
+                for key in arg.as_array().unwrap() {
+                    if v.is_object() && v.get(key.as_str().unwrap()).is_none() {
+                        errors.push(format!("{at}: lacks {key}"));
+                    }
+                }
+            }
+            "additionalProperties" => {
+                let known = rules.get("properties").and_then(Value::as_object);
+                for (key, x) in v.as_object().into_iter().flatten() {
+                    if !known.is_some_and(|k| k.contains_key(key)) {
+                        check(root, arg, x, &format!("{at}.{key}"), errors);
+                    }
+                }
+            }
+            "items" => {
+                for (i, x) in v.as_array().into_iter().flatten().enumerate() {
+                    check(root, arg, x, &format!("{at}[{i}]"), errors);
+                }
+            }
+            "const" if v != arg => errors.push(format!("{at}: {v} is not {arg}")),
+            "enum" if !arg.as_array().unwrap().contains(v) => {
+                errors.push(format!("{at}: {v} is not one of {arg}"));
+            }
+            "oneOf" | "anyOf" => {
+                let passing = arg
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|sub| validate_at(root, sub, v))
+                    .count();
+                let ok = if rule == "oneOf" {
+                    passing == 1
+                } else {
+                    passing >= 1
+                };
+                if !ok {
+                    errors.push(format!("{at}: {passing} alternatives of {rule} match {v}"));
+                }
+            }
+            "allOf" => {
+                for sub in arg.as_array().unwrap() {
+                    check(root, sub, v, at, errors);
+                }
+            }
+            "if" => {
+                if validate_at(root, arg, v) {
+                    check(root, &rules["then"], v, at, errors);
+                }
+            }
+            "minimum" if v.as_f64().is_some_and(|x| x < arg.as_f64().unwrap()) => {
+                errors.push(format!("{at}: {v} is below {arg}"));
+            }
+            "maximum" if v.as_f64().is_some_and(|x| x > arg.as_f64().unwrap()) => {
+                errors.push(format!("{at}: {v} is above {arg}"));
+            }
+            "const" | "enum" | "minimum" | "maximum" | "then" => {}
+            "$schema" | "$defs" | "title" | "description" | "format" | "default" => {}
+            other => errors.push(format!("{at}: the test's validator lacks `{other}`")),
+        }
+    }
+}
+
+fn validate_at(root: &Value, s: &Value, v: &Value) -> bool {
+    let mut errors = Vec::new();
+    check(root, s, v, "", &mut errors);
+    errors.is_empty()
+}
+
+fn has_type(v: &Value, t: &str) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        "number" => v.is_number(),
+        "integer" => v.is_i64() || v.is_u64(),
+        other => panic!("unknown type {other}"),
+    }
+}

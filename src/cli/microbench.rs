@@ -3,6 +3,7 @@
 use super::write_stdout;
 use crate::config::Override;
 use crate::error::{Error, InputError};
+use crate::experiments::microbench::MicrobenchReport;
 use crate::machine::Machine;
 use crate::microbench::{self, Record};
 use clap::Args;
@@ -24,7 +25,7 @@ pub struct MicrobenchArgs {
     /// Override a machine key: `machine.dma.read_latency_fixed_cycles=100`. Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Print one JSON array of records instead of tables.
+    /// Print one JSON report (the records, the effective machine, the version) instead of tables.
     #[arg(long)]
     json: bool,
     /// No progress on stderr (otherwise, for a long run, the elapsed time every second on a terminal, every 5 s elsewhere).
@@ -73,7 +74,9 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .map_err(|e| Error::from(e).attributed(&machine.attribution))?;
     drop(progress);
     let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&records).expect("records serialise");
+        let mut report = MicrobenchReport::new(&args.name, &machine, records);
+        report.command_line = Some(super::command_line());
+        let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");
         s.push('\n');
         s
     } else {

@@ -28,7 +28,7 @@ pub(crate) use output::write_stdout;
 #[derive(Debug, Parser)]
 #[command(
     name = "pimdes",
-    version,
+    version = env!("PIMDES_VERSION_LINE"),
     about = "A discrete-event simulator of UPMEM processing-in-memory hardware, and B+-Forest's partitioners on it",
     long_about = "A discrete-event simulator of UPMEM processing-in-memory hardware, and B+-Forest's partitioners on it.\n\nWithout a command, pimdes runs its main job on embedded defaults: a scaled-down comparison of the partitioners of the B+-Forest paper."
 )]
@@ -62,6 +62,13 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
     /// Redraw a sweep's figures from its collected results (no simulation).
     Plot(experiment::PlotArgs),
+    /// Print the JSON Schema of a JSON output (run, partition, microbench) or of an input
+    /// file (machine, workload); docs/schema/ holds the same files.
+    Schema {
+        /// run, partition, microbench, machine or workload.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(crate::experiments::schema::NAMES))]
+        name: String,
+    },
     /// Print a shell completion script: `pimdes completions bash > ~/.local/share/bash-completion/completions/pimdes`.
     Completions {
         /// bash, elvish, fish, powershell or zsh.
@@ -122,6 +129,9 @@ pub fn main() -> i32 {
         Some(Command::Experiment(args)) => experiment::experiment(args),
         Some(Command::Plot(args)) => experiment::plot(args),
         Some(Command::Completions { shell }) => completions(shell),
+        Some(Command::Schema { name }) => {
+            write_stdout(&crate::experiments::schema::schema(&name).expect("clap checked the name"))
+        }
         Some(Command::Compare(args)) => compare::run(args).map(|code| compare_code = code),
     });
     match result {

@@ -10,8 +10,9 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Keys of a result that are never compared: `host` describes the simulating machine (wall
-/// time, memory), `config` is checked for equality before anything is compared.
-const IGNORED_KEYS: [&str; 2] = ["host", "config"];
+/// time, memory), `config` is checked for equality before anything is compared, and
+/// `git_commit` names the build (null outside a git checkout).
+const IGNORED_KEYS: [&str; 3] = ["host", "config", "git_commit"];
 
 /// How far a metric may move: |new - old| <= atol + rtol * |old|.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,6 +6,16 @@
 /// meaning; new fields alone keep it. Scripts check it before reading.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
+/// pimdes's version, the `version` of every report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The git commit the binary was built from, with `-dirty` when tracked files differed from
+/// it (see `build.rs`); `None` outside a git checkout. The `git_commit` of every report.
+pub fn git_commit() -> Option<&'static str> {
+    let commit = env!("PIMDES_GIT_COMMIT");
+    (!commit.is_empty()).then_some(commit)
+}
+
 /// FNV-1a (64 bits, hex) of an effective configuration as compact JSON with sorted keys:
 /// the `config_fnv1a64` of reports and sweep indexes, equal exactly when the configurations
 /// are.
@@ -17,9 +27,11 @@ pub fn config_fnv1a64(config: &impl serde::Serialize) -> String {
 pub mod catalog;
 pub mod compare;
 pub mod estimate;
+pub mod microbench;
 pub mod partition;
 pub mod plot;
 pub mod run;
+pub mod schema;
 pub mod soak;
 pub mod sweep;
 pub mod timeline;

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 /// The effective configuration a result was computed from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct EffectiveConfig {
     pub machine: RawMachine,
     pub workload: RawWorkload,
@@ -32,7 +32,7 @@ impl EffectiveConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Imbalance {
     /// IF_d: largest pairs on a DPU over the mean.
     pub data: f64,
@@ -44,7 +44,7 @@ pub struct Imbalance {
     pub queries_reference: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MramUse {
     /// MRAM per DPU.
     pub available_bytes: u64,
@@ -56,7 +56,7 @@ pub struct MramUse {
     pub dpus_over: u32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PartitionReport {
     /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -83,6 +83,8 @@ pub struct PartitionReport {
     pub warnings: Vec<String>,
     pub seed: u64,
     pub version: &'static str,
+    /// The git commit of the build (`-dirty` with uncommitted changes); null outside git.
+    pub git_commit: Option<&'static str>,
     /// The command line that made the report, when a command made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_line: Option<String>,
@@ -269,7 +271,8 @@ pub fn evaluate(
         measured_batches: measured,
         warnings,
         seed: workload.seed,
-        version: env!("CARGO_PKG_VERSION"),
+        version: super::VERSION,
+        git_commit: super::git_commit(),
         command_line: None,
         config_fnv1a64: super::config_fnv1a64(&config),
         config,

@@ -23,7 +23,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MeanStd {
     pub mean: f64,
     pub stddev: f64,
@@ -50,6 +50,20 @@ impl Named {
     }
 }
 
+impl schemars::JsonSchema for Named {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Named".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Named figures in a fixed order (stages, then classes)",
+            "type": "object",
+            "additionalProperties": {"type": "number"}
+        })
+    }
+}
+
 impl Serialize for Named {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;
@@ -60,7 +74,7 @@ impl Serialize for Named {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Spread {
     pub min: f64,
     pub p50: f64,
@@ -69,7 +83,7 @@ pub struct Spread {
 }
 
 /// Per-query latency, arrival to answer (closed arrivals: the batch's start to its end).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Latency {
     pub p50: f64,
     pub p90: f64,
@@ -79,7 +93,7 @@ pub struct Latency {
 }
 
 /// The host protocol the run used.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ProtocolReport {
     pub launch: RawLaunch,
     pub batches_in_flight: u32,
@@ -91,7 +105,7 @@ pub struct ProtocolReport {
 }
 
 /// Facts about the simulating host; determinism comparisons ignore this block.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HostFacts {
     pub wall_s: f64,
     pub peak_rss_bytes: Option<u64>,
@@ -104,7 +118,7 @@ pub struct HostFacts {
     pub threads: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunReport {
     /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
     pub schema_version: u32,
@@ -147,6 +161,8 @@ pub struct RunReport {
     pub mram: MramNeed,
     pub seed: u64,
     pub version: &'static str,
+    /// The git commit of the build (`-dirty` with uncommitted changes); null outside git.
+    pub git_commit: Option<&'static str>,
     /// The command line that made the report, when a command (not a library call or a sweep
     /// point) made it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -545,7 +561,7 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
 }
 
 /// The run report's own keys, which an index's keys must not shadow.
-pub const RESERVED_KEYS: [&str; 25] = [
+pub const RESERVED_KEYS: [&str; 26] = [
     "schema_version",
     "index",
     "dpus",
@@ -567,6 +583,7 @@ pub const RESERVED_KEYS: [&str; 25] = [
     "mram",
     "seed",
     "version",
+    "git_commit",
     "command_line",
     "config_fnv1a64",
     "config",
@@ -625,7 +642,8 @@ fn report(
         warnings,
         mram: index.mram(),
         seed: workload.seed,
-        version: env!("CARGO_PKG_VERSION"),
+        version: super::VERSION,
+        git_commit: super::git_commit(),
         command_line: None,
         config_fnv1a64: super::config_fnv1a64(&config),
         config,

@@ -386,29 +386,34 @@ impl Index for BForest {
     }
 }
 
+/// The schema of B+-Forest's keys of the run report.
+pub fn report_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    generator.subschema_for::<ForestFields>()
+}
+
 /// The B+-Forest keys of the run report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 struct ForestFields {
     partitioner: String,
     imbalance: RunImbalance,
     policies: PoliciesReport,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunImbalance {
     pub data: f64,
     /// Mean over the measured batches of IF_q (a query counts once per DPU it reaches).
     pub queries: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PolicyReport {
     pub name: String,
     /// Each metric's mean over the measured batches.
     pub metrics: BTreeMap<String, f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 struct PoliciesReport {
     routing: PolicyReport,
     evaluation: PolicyReport,

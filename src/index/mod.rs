@@ -127,7 +127,7 @@ pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(
 }
 
 /// The largest MRAM need of one DPU.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MramNeed {
     pub available_bytes: u64,
     /// Largest need of one DPU: its data plus its largest batch buffers.
@@ -171,6 +171,17 @@ pub trait Index {
 /// Names `run.index` accepts.
 pub fn names() -> &'static [&'static str] {
     &[bforest::NAME, pimtree::NAME]
+}
+
+/// The schema of each index's own keys of the run report, by `run.index` name (the run
+/// report's schema applies each where `index` names it).
+pub fn report_schemas(
+    generator: &mut schemars::SchemaGenerator,
+) -> Vec<(&'static str, schemars::Schema)> {
+    vec![
+        (bforest::NAME, bforest::report_schema(generator)),
+        (pimtree::NAME, pimtree::report_schema(generator)),
+    ]
 }
 
 /// [est] DPU time to stream `bytes` through the DMA engine in 2,048-byte transfers (the

@@ -419,7 +419,7 @@ impl Index for PimTree {
         let per_batch = |x: u64| x as f64 / t.batches.max(1) as f64;
         let per_query = |x: u64| x as f64 / t.queries.max(1) as f64;
         let keys: u64 = self.keys_per_dpu.iter().sum();
-        let fields = PimTreeFields {
+        let pim_tree = PimTreeFields {
             operation: "get",
             rounds_per_batch: 1.0,
             distinct_keys_per_batch: per_batch(t.distinct),
@@ -432,12 +432,10 @@ impl Index for PimTree {
             mram_layout_bytes: self.layout.end,
             dpu_groups: self.groups,
         };
-        let mut map = serde_json::Map::new();
-        map.insert(
-            "pim_tree".to_owned(),
-            serde_json::to_value(fields).expect("plain fields serialise"),
-        );
-        map
+        match serde_json::to_value(PimTreeKeys { pim_tree }) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => unreachable!("a struct serialises to an object"),
+        }
     }
 
     fn table_rows(&self) -> Vec<(String, String)> {
@@ -460,8 +458,19 @@ impl Index for PimTree {
     }
 }
 
-/// The PIM-tree keys of the run report (under `pim_tree`).
-#[derive(Debug, Clone, Serialize)]
+/// The schema of PIM-tree's keys of the run report.
+pub fn report_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    generator.subschema_for::<PimTreeKeys>()
+}
+
+/// PIM-tree's keys of the run report: its figures, under `pim_tree`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+struct PimTreeKeys {
+    pim_tree: PimTreeFields,
+}
+
+/// PIM-tree's figures in the run report.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 struct PimTreeFields {
     operation: &'static str,
     rounds_per_batch: f64,

@@ -16,7 +16,7 @@ const BLOCK_BYTES: u32 = 1024;
 const MRAM_IN: u64 = 0;
 const MRAM_OUT: u64 = 32 << 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ArithOp {
     Add,
@@ -25,7 +25,7 @@ pub enum ArithOp {
     Div,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DataType {
     Int32,
@@ -43,7 +43,7 @@ impl DataType {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ArithmeticRecord {
     pub op: ArithOp,
     #[serde(rename = "type")]

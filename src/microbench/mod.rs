@@ -23,9 +23,9 @@ use serde::Serialize;
 /// The suites, by CLI name.
 pub const SUITES: [&str; 5] = ["arithmetic", "mram", "stream", "transfer", "all"];
 
-/// One record of any suite.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
+/// One record of any suite, tagged with its suite's name (`"suite": "mram"`).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(tag = "suite", rename_all = "lowercase")]
 pub enum Record {
     Arithmetic(ArithmeticRecord),
     Mram(MramRecord),

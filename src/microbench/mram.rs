@@ -9,7 +9,7 @@ use serde::Serialize;
 
 const REPETITIONS: u64 = 64;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MramRecord {
     pub direction: DmaDirection,
     pub size_bytes: u32,

@@ -19,7 +19,7 @@ const SCALAR: u64 = 3;
 /// Updates per tasklet of the random kernel.
 const RANDOM_UPDATES: u64 = 256;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StreamKernel {
     CopyDma,
@@ -30,14 +30,14 @@ pub enum StreamKernel {
     Random,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Memory {
     Mram,
     Wram,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct StreamRecord {
     pub kernel: StreamKernel,
     pub memory: Memory,

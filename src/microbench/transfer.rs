@@ -6,14 +6,14 @@ use crate::host::{Direction, Host, TransferCost};
 use crate::machine::Machine;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TransferMode {
     Serial,
     Parallel,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransferDirection {
     CpuDpu,
@@ -21,7 +21,7 @@ pub enum TransferDirection {
     Broadcast,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TransferRecord {
     pub direction: TransferDirection,
     pub mode: TransferMode,

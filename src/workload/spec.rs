@@ -13,7 +13,7 @@ pub const MAX_BATCHES: u64 = 100_000;
 /// workload (100 pairs x 10^6 queries x 30 batches).
 pub const MAX_RANGE_PAIR_VISITS: u64 = 100_000_000_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueryKind {
     Get,
@@ -35,7 +35,7 @@ impl QueryKind {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorkload {
     pub seed: u64,
@@ -76,7 +76,9 @@ fn default_in_flight() -> u64 {
 }
 
 /// When the host reads the ranks after a launch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LaunchMode {
     /// Launch every rank, wait for all, then read all.
@@ -87,7 +89,9 @@ pub enum LaunchMode {
 }
 
 /// How batches are formed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ArrivalMode {
     /// A batch of `batch_size` queries starts when the previous one ends.
@@ -105,7 +109,7 @@ pub const MAX_BATCHES_IN_FLIGHT: u64 = 4;
 
 /// How `pimdes run` executes batches: the index, tasklets per DPU, the policy of each stage
 /// and the host's protocol.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRun {
     #[serde(default = "default_index")]
@@ -150,7 +154,7 @@ impl Default for RawRun {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawData {
     pub pairs: u64,
@@ -160,7 +164,9 @@ pub struct RawData {
 }
 
 /// How query keys are drawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum KeyLaw {
     /// Zipf(skew) over the 2^prefix_bits key prefixes, rank r at prefix r (the B+-Forest
@@ -172,7 +178,7 @@ pub enum KeyLaw {
     ZipfSlices,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQueries {
     pub kind: QueryKind,
@@ -185,7 +191,7 @@ pub struct RawQueries {
     pub range_pairs: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBatches {
     pub warmup: u64,
@@ -200,7 +206,7 @@ fn default_partitioner() -> String {
     "qdd-double-scan".to_owned()
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPartition {
     /// Partitioner used when no `--partitioner` flag is given.
@@ -218,7 +224,7 @@ pub struct RawPartition {
     pub double_scan_gates: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDeviation {
     /// 0-based index of the base partition whose query probability is amplified.

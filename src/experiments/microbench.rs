@@ -1,0 +1,48 @@
+//! `pimdes microbench --json`: the records of a suite with what made them (the effective
+//! machine, the version and commit, the command line), in the reports' common envelope.
+
+use crate::machine::{Machine, RawMachine};
+use crate::microbench::Record;
+use serde::Serialize;
+
+/// The effective configuration of a microbenchmark: the machine alone.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MachineConfig {
+    pub machine: RawMachine,
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct MicrobenchReport {
+    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The suite asked for (`all` for every suite; each record names its own).
+    pub suite: String,
+    pub records: Vec<Record>,
+    pub version: &'static str,
+    /// The git commit of the build (`-dirty` with uncommitted changes); null outside git.
+    pub git_commit: Option<&'static str>,
+    /// The command line that made the report, when a command made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_line: Option<String>,
+    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    pub config_fnv1a64: String,
+    pub config: MachineConfig,
+}
+
+impl MicrobenchReport {
+    pub fn new(suite: &str, machine: &Machine, records: Vec<Record>) -> MicrobenchReport {
+        let config = MachineConfig {
+            machine: machine.raw.clone(),
+        };
+        MicrobenchReport {
+            schema_version: super::REPORT_SCHEMA_VERSION,
+            suite: suite.to_owned(),
+            records,
+            version: super::VERSION,
+            git_commit: super::git_commit(),
+            command_line: None,
+            config_fnv1a64: super::config_fnv1a64(&config),
+            config,
+        }
+    }
+}
