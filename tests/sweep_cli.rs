@@ -267,3 +267,82 @@ fn bad_manifests_name_the_file_and_key() {
         &["sweep.json", "sweep directory"],
     );
 }
+
+/// Two data sizes on 16 DPUs with MRAM cut so that the larger does not fit.
+const REFUSING: &str = r#"command = "run"
+[set]
+machine.ranks = 1
+machine.usable_dpus = 16
+machine.dpu.mram_size_bytes = 1_048_576
+batches.warmup = 1
+batches.measured = 2
+[grid]
+data.pairs = [100_000, 1_500_000]
+"#;
+
+#[test]
+fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
+    let d = dir("sweep_refused_stops");
+    let m = manifest(&d, REFUSING);
+    let o = pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("error: --set machine.dpu.mram_size_bytes=1048576: key `dpu.mram_size_bytes`: the data does not fit in MRAM"),
+        "{}",
+        o.stderr
+    );
+
+    let d = dir("sweep_refused_recorded");
+    let m = manifest(&d, &format!("record_refused = true\n{REFUSING}"));
+    let out = d.join("out");
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(
+        o.stdout.contains("1 run, 1 refused, 0 up to date"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stderr.contains("refused ("), "{}", o.stderr);
+    let refused: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("data.pairs=1500000.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(refused["refused"]["key"], "dpu.mram_size_bytes");
+    assert!(
+        refused["refused"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not fit in MRAM")
+    );
+    let hash = pimdes::experiments::sweep::config_hash(&refused["config"]);
+    assert_eq!(refused["config_fnv1a64"], hash.as_str());
+    // Collected with its reason and no numbers; a rerun finds it up to date.
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    assert!(header.ends_with(",refused.reason"), "{header}");
+    let row = csv.lines().nth(2).unwrap();
+    assert!(
+        row.contains(",,") && row.contains("does not fit in MRAM"),
+        "{row}"
+    );
+    assert!(csv.lines().nth(1).unwrap().ends_with(",true,"), "{csv}");
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(o.stdout.contains("0 run, 2 up to date"), "{}", o.stdout);
+    // A refused point against a run result of its configuration is not a silent pass.
+    let mut ran: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("data.pairs=100000.json")).unwrap())
+            .unwrap();
+    ran["config"] = refused["config"].clone();
+    let ran_path = d.join("ran.json");
+    std::fs::write(&ran_path, ran.to_string()).unwrap();
+    let o = pimdes(&[
+        "compare",
+        s(&out.join("data.pairs=1500000.json")),
+        s(&ran_path),
+    ]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("a refused point and pimdes run"),
+        "{}",
+        o.stderr
+    );
+}

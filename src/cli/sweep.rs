@@ -164,18 +164,25 @@ fn execute(
                 eprintln!("warning: point {}: {w}", p.index);
             }
         }
+        Outcome::Refused { reason } => eprintln!(
+            "pimdes sweep: point {} of {total}, {}: refused ({reason}); recorded as such",
+            p.index, p.file
+        ),
     };
     let reproduce = |p: &Point| point_command(m, p, dir);
     let outcomes = run_points(m, indices, dir, jobs, &reproduce, &done)?;
-    let ran = outcomes
-        .iter()
-        .filter(|o| matches!(o, Outcome::Ran { .. }))
-        .count();
+    let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    let ran = count(|o| matches!(o, Outcome::Ran { .. }));
+    let refused = count(|o| matches!(o, Outcome::Refused { .. }));
+    let refused_text = match refused {
+        0 => String::new(),
+        n => format!(", {n} refused"),
+    };
     let mut summary = format!(
-        "{} point(s) in {}: {ran} run, {} up to date\n",
+        "{} point(s) in {}: {ran} run{refused_text}, {} up to date\n",
         outcomes.len(),
         dir.display(),
-        outcomes.len() - ran
+        outcomes.len() - ran - refused
     );
     if whole {
         let c = collect(dir)?;

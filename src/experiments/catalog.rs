@@ -16,7 +16,7 @@ pub struct Experiment {
 /// The scales every experiment has.
 pub const SCALES: [&str; 2] = ["quick", "paper"];
 
-pub const EXPERIMENTS: [Experiment; 5] = [
+pub const EXPERIMENTS: [Experiment; 6] = [
     Experiment {
         name: "imbalance-vs-skew",
         about: "IF_q, IF_d and batch time against skew: the five partitioners' imbalance, the three B+-Forest partitioners' batch time and breakdown",
@@ -25,6 +25,11 @@ pub const EXPERIMENTS: [Experiment; 5] = [
     Experiment {
         name: "time-vs-alpha",
         about: "batch time against IF_d as the double scan's alpha varies",
+        parts: &["run"],
+    },
+    Experiment {
+        name: "time-vs-dpus",
+        about: "batch time and breakdown against the number of DPUs at two data sizes; configurations whose data does not fit in MRAM recorded as refused",
         parts: &["run"],
     },
     Experiment {

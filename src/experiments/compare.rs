@@ -200,7 +200,9 @@ fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> O
 
 /// The command a result came from: only `pimdes run` reports batch times.
 fn kind(result: &Value) -> &'static str {
-    if result.get("batch_time_us").is_some() {
+    if result.get("refused").is_some() {
+        "a refused point"
+    } else if result.get("batch_time_us").is_some() {
         "pimdes run"
     } else {
         "pimdes partition"

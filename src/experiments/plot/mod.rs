@@ -173,6 +173,9 @@ fn table(spec: &PlotSpec, rows: &[Value]) -> String {
             columns.push(e.clone());
         }
     }
+    if rows.iter().any(refused) {
+        columns.push(REFUSED.to_owned());
+    }
     let mut md = format!("# {}\n\n", spec.title);
     let _ = writeln!(md, "| {} |", columns.join(" | "));
     let _ = writeln!(md, "|{}", "---|".repeat(columns.len()));
@@ -191,14 +194,27 @@ fn format_cell(v: Option<&Value>) -> String {
             text.trim_end_matches('0').trim_end_matches('.').to_owned()
         }
         Some(x) => format!("{x:e}"),
-        None => as_label(v),
+        // A table cell: a `|` (in a refusal's reason) would end it.
+        None => as_label(v).replace('|', "\\|"),
     }
 }
 
-/// The SVG and Markdown of one figure.
+/// The column of a refused point's reason (see `sweep::collect`).
+const REFUSED: &str = "refused.reason";
+
+fn refused(row: &Value) -> bool {
+    cell(row, REFUSED).is_some_and(Value::is_string)
+}
+
+/// The SVG and Markdown of one figure. Refused points have no numbers: the SVG's title
+/// counts them and the table gives their reasons.
 pub fn draw(spec: &PlotSpec, rows: &[Value]) -> (String, String) {
+    let title = match rows.iter().filter(|r| refused(r)).count() {
+        0 => spec.title.clone(),
+        n => format!("{} ({n} refused, see the table)", spec.title),
+    };
     let labels = Labels {
-        title: spec.title.clone(),
+        title,
         x: spec.x_label.clone().unwrap_or_else(|| spec.x.clone()),
         y: spec.y_label.clone(),
     };

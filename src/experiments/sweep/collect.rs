@@ -46,8 +46,21 @@ fn at<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
     dotted.split('.').try_fold(value, |v, k| v.get(k))
 }
 
-/// The result columns: fixed per command, plus every `breakdown_us` entry of a run.
+/// Why a point was refused (see the manifest's `record_refused`): a column only when some
+/// point was, empty for the others.
+const REFUSED: &str = "refused.reason";
+
+/// The result columns: fixed per command, plus every `breakdown_us` entry of a run, plus
+/// the refusal's reason when a point was refused.
 fn result_columns(command: &str, results: &[Value]) -> Vec<String> {
+    let mut columns = metric_columns(command, results);
+    if results.iter().any(|r| r.get("refused").is_some()) {
+        columns.push(REFUSED.to_owned());
+    }
+    columns
+}
+
+fn metric_columns(command: &str, results: &[Value]) -> Vec<String> {
     if command != "run" {
         return PARTITION.map(String::from).to_vec();
     }

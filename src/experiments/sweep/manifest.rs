@@ -57,6 +57,10 @@ pub struct RawManifest {
     /// Figures `pimdes plot` draws from the collected results (`[[plot]]` tables).
     #[serde(default)]
     pub plot: Vec<PlotSpec>,
+    /// Record a point the simulator refuses (its data does not fit in MRAM, a kernel
+    /// exceeds the machine) as a refused result and go on, instead of stopping the sweep.
+    #[serde(default)]
+    pub record_refused: bool,
 }
 
 /// One point of a sweep.
@@ -83,6 +87,8 @@ pub struct Manifest {
     pub param_names: Vec<String>,
     pub points: Vec<Point>,
     pub plots: Vec<PlotSpec>,
+    /// See [`RawManifest::record_refused`].
+    pub record_refused: bool,
 }
 
 /// The seed of repetition `k` of a workload whose seed is `seed`: repetition 0 keeps the
@@ -201,6 +207,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         param_names,
         points,
         plots: raw.plot,
+        record_refused: raw.record_refused,
     })
 }
 

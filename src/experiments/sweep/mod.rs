@@ -203,15 +203,56 @@ pub enum Outcome {
     UpToDate,
     /// It ran; the command's warnings.
     Ran { warnings: Vec<String> },
+    /// The simulator refused its configuration (the manifest's `record_refused`); the
+    /// reason was written as its result.
+    Refused { reason: String },
 }
 
-/// Whether `path` holds a complete result of `command` with configuration `config`.
+/// The result file of a point the simulator refused: why, and the configuration, so that
+/// collecting, plotting and comparing see it as that point's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusedPoint {
+    pub schema_version: u32,
+    pub refused: Refusal,
+    pub version: &'static str,
+    pub git_commit: Option<&'static str>,
+    pub command_line: String,
+    pub config_fnv1a64: String,
+    pub config: Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Refusal {
+    /// The key to change, when the error names one.
+    pub key: Option<String>,
+    pub reason: String,
+}
+
+impl Refusal {
+    /// The refusal of an exit-2 error (see [`Error::exit_code`]).
+    fn of(error: &Error) -> Refusal {
+        match error {
+            Error::Input(e) => Refusal {
+                key: e.key.clone(),
+                reason: e.reason.clone(),
+            },
+            other => Refusal {
+                key: None,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Whether `path` holds a complete result of `command` with configuration `config` (or
+/// the record of its refusal).
 fn up_to_date(path: &Path, config: &Value, command: SweepCommand) -> bool {
     let Ok(result) = load_result(path) else {
         return false;
     };
     let is_run = result.get("batch_time_us").is_some();
-    result["config"] == *config && is_run == (command == SweepCommand::Run)
+    let refused = result.get("refused").is_some();
+    result["config"] == *config && (refused || is_run == (command == SweepCommand::Run))
 }
 
 fn pretty(value: &impl Serialize, path: &Path) -> Result<String, Error> {
@@ -239,22 +280,47 @@ pub fn run_point(
     let seed = Some(inputs.workload.seed);
     let wrap = |e: Error| e.reproducible(|| reproduce(p), seed);
     let (w, pa) = (&inputs.workload, inputs.partitioner.as_ref());
-    let (text, warnings) = match m.command {
+    // The host's limits refuse a point for this host, not for its configuration: never
+    // recorded, always an error.
+    let result = match m.command {
         SweepCommand::Run => {
             check_run(&inputs.machine, w, &Limits::host())?;
-            let mut report = run(&inputs.machine, w, pa, &mut Silent).map_err(wrap)?;
-            report.command_line = Some(reproduce(p));
-            (pretty(&report, &path)?, report.warnings)
+            run(&inputs.machine, w, pa, &mut Silent).and_then(|mut report| {
+                report.command_line = Some(reproduce(p));
+                Ok((pretty(&report, &path)?, report.warnings))
+            })
         }
         SweepCommand::Partition => {
             check_partition(&inputs.machine, w, &Limits::host())?;
-            let mut report = run_partition(&inputs.machine, w, pa).map_err(wrap)?;
-            report.command_line = Some(reproduce(p));
-            (pretty(&report, &path)?, report.warnings)
+            run_partition(&inputs.machine, w, pa).and_then(|mut report| {
+                report.command_line = Some(reproduce(p));
+                Ok((pretty(&report, &path)?, report.warnings))
+            })
         }
     };
+    let (text, outcome) = match result {
+        Ok((text, warnings)) => (text, Outcome::Ran { warnings }),
+        Err(e) if m.record_refused && e.exit_code() == crate::error::EXIT_BAD_INPUT => {
+            let refused = RefusedPoint {
+                schema_version: crate::experiments::REPORT_SCHEMA_VERSION,
+                refused: Refusal::of(&e),
+                version: crate::experiments::VERSION,
+                git_commit: crate::experiments::git_commit(),
+                command_line: reproduce(p),
+                config_fnv1a64: config_hash(&inputs.config),
+                config: inputs.config.clone(),
+            };
+            (
+                pretty(&refused, &path)?,
+                Outcome::Refused {
+                    reason: e.to_string(),
+                },
+            )
+        }
+        Err(e) => return Err(wrap(e)),
+    };
     write_atomically(&path, &text)?;
-    Ok(Outcome::Ran { warnings })
+    Ok(outcome)
 }
 
 /// Runs the points `indices` on `jobs` threads; `done` hears of each point as it finishes.
