@@ -212,7 +212,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 #[test]
 fn bad_manifests_name_the_file_and_key() {
     let d = dir("sweep_bad");
-    let cases: [(&str, &[&str]); 8] = [
+    let cases: [(&str, &[&str]); 12] = [
         (
             "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
             &["key `partition.partitioner`", "overridden"],
@@ -241,6 +241,25 @@ fn bad_manifests_name_the_file_and_key() {
         (
             "command = \"run\"\n[set]\nqueries.skew = 0.6\n[grid]\nqueries.skew = [1.0]",
             &["key `queries.skew`", "more than once"],
+        ),
+        (
+            "command = \"run\"\n[ranges]\ndeviation.base_partition = [1]",
+            &["key `ranges.deviation.base_partition`", "[first, last]"],
+        ),
+        (
+            "command = \"run\"\n[ranges]\ndeviation.base_partition = [5, 1]",
+            &["key `ranges.deviation.base_partition`", "first <= last"],
+        ),
+        (
+            "command = \"run\"\n[ranges]\nseed = [0, 99_999]\n[grid]\nqueries.skew = [0.6, 1.0]",
+            &["more than 100000 points"],
+        ),
+        (
+            "command = \"run\"\n[ranges]\nseed = [0, 3]\n[grid]\nseed = [1]",
+            &[
+                "key `seed`",
+                "more than once among `set`, `grid`, `ranges` and `zip`",
+            ],
         ),
     ];
     for (body, needles) in cases {

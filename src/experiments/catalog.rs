@@ -16,7 +16,7 @@ pub struct Experiment {
 /// The scales every experiment has.
 pub const SCALES: [&str; 2] = ["quick", "paper"];
 
-pub const EXPERIMENTS: [Experiment; 6] = [
+pub const EXPERIMENTS: [Experiment; 7] = [
     Experiment {
         name: "imbalance-vs-skew",
         about: "IF_q, IF_d and batch time against skew: the five partitioners' imbalance, the three B+-Forest partitioners' batch time and breakdown",
@@ -31,6 +31,11 @@ pub const EXPERIMENTS: [Experiment; 6] = [
         name: "time-vs-dpus",
         about: "batch time and breakdown against the number of DPUs at two data sizes; configurations whose data does not fit in MRAM recorded as refused",
         parts: &["run"],
+    },
+    Experiment {
+        name: "zcamp",
+        about: "ZcAmp(b_i, 10) for every base partition i: IF_q, and how much of the busiest DPU's load is on its hot tree",
+        parts: &["partition"],
     },
     Experiment {
         name: "raq-vs-get",

@@ -54,6 +54,9 @@ pub struct RawManifest {
     /// Lists of equal length that move together, as one axis.
     #[serde(default)]
     pub zip: toml::Table,
+    /// Grid axes of consecutive integers: `--set` key = [first, last] or [first, last, step].
+    #[serde(default)]
+    pub ranges: toml::Table,
     /// Figures `pimdes plot` draws from the collected results (`[[plot]]` tables).
     #[serde(default)]
     pub plot: Vec<PlotSpec>,
@@ -292,9 +295,52 @@ fn list<'a>(
     }
 }
 
+/// Most points a manifest may expand to, and most values of one `ranges` axis.
+pub const MAX_POINTS: u64 = 100_000;
+
+/// The integers of a `ranges` axis: `[first, last]` or `[first, last, step]`, both ends
+/// included.
+fn range_values(origin: &str, key: &str, value: &toml::Value) -> Result<toml::Value, InputError> {
+    let bad = |reason: String| InputError::key(origin, &format!("ranges.{key}"), reason);
+    let ints: Option<Vec<i64>> = value
+        .as_array()
+        .map(|a| a.iter().map(toml::Value::as_integer).collect())
+        .and_then(|v: Option<Vec<i64>>| v);
+    let (first, last, step) = match ints.as_deref() {
+        Some(&[first, last]) => (first, last, 1),
+        Some(&[first, last, step]) => (first, last, step),
+        _ => {
+            return Err(bad(
+                "expected [first, last] or [first, last, step] integers, such as [0, 127]".into(),
+            ));
+        }
+    };
+    if step < 1 || last < first {
+        return Err(bad(format!(
+            "needs first <= last and a step of at least 1 (got [{first}, {last}, {step}])"
+        )));
+    }
+    let count = (last.abs_diff(first) / step.unsigned_abs()) + 1;
+    if count > MAX_POINTS {
+        return Err(bad(format!(
+            "has {count} values; at most {MAX_POINTS} (give a larger step)"
+        )));
+    }
+    let values = (0..count).map(|i| toml::Value::Integer(first + i as i64 * step));
+    Ok(toml::Value::Array(values.collect()))
+}
+
 fn axes(raw: &RawManifest, origin: &str) -> Result<Vec<Axis>, InputError> {
     let mut grid = Vec::new();
     flatten(&raw.grid, "", &mut grid);
+    let mut ranged = Vec::new();
+    flatten(&raw.ranges, "", &mut ranged);
+    for (k, v) in ranged {
+        let values = range_values(origin, &k, &v)?;
+        grid.push((k, values));
+    }
+    // Grid and range axes together, in key order (a key given in both is refused later).
+    grid.sort_by(|a, b| a.0.cmp(&b.0));
     let mut axes = Vec::new();
     for (k, v) in &grid {
         let items = list(origin, &format!("grid.{k}"), v)?;
@@ -356,7 +402,7 @@ fn check_keys(
             return Err(InputError::key(
                 origin,
                 key,
-                "is given more than once among `set`, `grid` and `zip`",
+                "is given more than once among `set`, `grid`, `ranges` and `zip`",
             ));
         }
         if raw.partitioner.is_some() && key == "partition.partitioner" {
@@ -386,6 +432,20 @@ fn expand(
     fixed_sets: &[String],
     origin: &str,
 ) -> Result<Vec<Point>, InputError> {
+    let count = axes
+        .iter()
+        .try_fold(u64::from(repetitions), |n, a| {
+            n.checked_mul(a.values.len() as u64)
+        })
+        .filter(|&n| n <= MAX_POINTS);
+    if count.is_none() {
+        return Err(InputError::plain(
+            origin,
+            format!(
+                "the axes and repetitions make more than {MAX_POINTS} points: use fewer values"
+            ),
+        ));
+    }
     let mut combos: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
     for axis in axes {
         combos = combos
@@ -400,6 +460,7 @@ fn expand(
             .collect();
     }
     let mut points: Vec<Point> = Vec::new();
+    let mut files = std::collections::BTreeMap::new();
     for combo in combos {
         for k in 0..repetitions {
             let mut params = combo.clone();
@@ -409,7 +470,8 @@ fn expand(
                 params.push(("seed".to_owned(), toml::Value::Integer(seed as i64)));
             }
             let file = file_name(&params);
-            check_file(&points, &file, origin)?;
+            check_file(&files, points.len(), &file, origin)?;
+            files.insert(file.clone(), points.len());
             let mut sets = fixed_sets.to_vec();
             for (key, v) in &params {
                 if key != "repetition" {
@@ -427,7 +489,13 @@ fn expand(
     Ok(points)
 }
 
-fn check_file(points: &[Point], file: &str, origin: &str) -> Result<(), InputError> {
+/// A point's file name is short enough and not another point's (`files`: name to point).
+fn check_file(
+    files: &std::collections::BTreeMap<String, usize>,
+    point: usize,
+    file: &str,
+    origin: &str,
+) -> Result<(), InputError> {
     if file.len() > MAX_FILE_NAME {
         return Err(InputError::plain(
             origin,
@@ -437,13 +505,11 @@ fn check_file(points: &[Point], file: &str, origin: &str) -> Result<(), InputErr
             ),
         ));
     }
-    match points.iter().find(|p| p.file == file) {
-        Some(p) => Err(InputError::plain(
+    match files.get(file) {
+        Some(earlier) => Err(InputError::plain(
             origin,
             format!(
-                "points {} and {} would both write `{file}`: make their values differ in letters, digits, `.`, `+` or `-`",
-                p.index,
-                points.len()
+                "points {earlier} and {point} would both write `{file}`: make their values differ in letters, digits, `.`, `+` or `-`"
             ),
         )),
         None => Ok(()),
@@ -453,6 +519,25 @@ fn check_file(points: &[Point], file: &str, origin: &str) -> Result<(), InputErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_are_grid_axes_of_every_integer_in_key_order() {
+        let raw: RawManifest = toml::from_str(
+            "machine = \"m\"\nworkload = \"w\"\ncommand = \"run\"\n[grid]\nqueries.skew = [1.0]\n[ranges]\ndeviation.base_partition = [3, 9, 3]\nseed = [1, 2]",
+        )
+        .unwrap();
+        let axes = axes(&raw, "m.toml").unwrap();
+        let keys: Vec<&str> = axes.iter().map(|a| a.keys[0].as_str()).collect();
+        assert_eq!(keys, ["deviation.base_partition", "queries.skew", "seed"]);
+        let ints = |a: &Axis| -> Vec<i64> {
+            a.values
+                .iter()
+                .map(|v| v[0].as_integer().unwrap())
+                .collect()
+        };
+        assert_eq!(ints(&axes[0]), [3, 6, 9]);
+        assert_eq!(ints(&axes[2]), [1, 2]);
+    }
 
     #[test]
     fn repetition_zero_keeps_the_seed_and_the_others_fit_toml() {
