@@ -75,3 +75,38 @@ fn shell_completions_cover_every_command() {
     let o = pimdes(&["completions", "nosuch"]);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
 }
+
+/// The tutorial's "Numbers for scripts": its `pimdes run ... --json` command (joined from
+/// its continuation lines, without `--out`) gives a number at every path its `jq` line
+/// reads, and those numbers are the ones the text states.
+#[test]
+fn the_tutorials_json_example_reads_the_numbers_it_states() {
+    let text = include_str!("../docs/tutorial.md");
+    let section = text
+        .split("## 7. Numbers for scripts")
+        .nth(1)
+        .and_then(|s| s.split("## 8.").next())
+        .expect("the tutorial has its section 7");
+    let block = section.split("```sh").nth(1).unwrap().split("```").next().unwrap();
+    let command = block.split("\njq").next().unwrap().replace("\\\n", " ");
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let out_at = args.iter().position(|a| *a == "--out").unwrap();
+    let args: Vec<&str> = [&args[..out_at], &args[out_at + 2..]].concat();
+    let o = pimdes(&args);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let report: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let jq = block.lines().find(|l| l.starts_with("jq")).unwrap();
+    let paths: Vec<&str> = jq.split('\'').nth(1).unwrap().split(", ").collect();
+    let stated = ["12059.2", "10738.0", "2.419"];
+    assert_eq!(paths.len(), stated.len());
+    for (path, want) in paths.iter().zip(stated) {
+        let value = path
+            .trim_start_matches('.')
+            .split('.')
+            .fold(&report, |v, k| &v[k]);
+        let x = value.as_f64().unwrap_or_else(|| panic!("{path}: {value}"));
+        let decimals = want.split('.').nth(1).unwrap().len();
+        assert_eq!(format!("{x:.decimals$}"), want, "{path}");
+        assert!(section.contains(want), "the text states {want}");
+    }
+}
