@@ -87,7 +87,13 @@ fn the_tutorials_json_example_reads_the_numbers_it_states() {
         .nth(1)
         .and_then(|s| s.split("## 8.").next())
         .expect("the tutorial has its section 7");
-    let block = section.split("```sh").nth(1).unwrap().split("```").next().unwrap();
+    let block = section
+        .split("```sh")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
     let command = block.split("\njq").next().unwrap().replace("\\\n", " ");
     let args: Vec<&str> = command.split_whitespace().skip(1).collect();
     let out_at = args.iter().position(|a| *a == "--out").unwrap();

@@ -5,10 +5,12 @@ use crate::config::InputError;
 use crate::error::Error;
 use crate::forest::layout::dpu_trees_bytes;
 use crate::machine::{Machine, RawMachine};
+use crate::partition::keys;
 pub use crate::partition::prepared::{Prepared, imbalance_factor};
 use crate::partition::{Partitioner, Partitioning, RoutingTable};
+use crate::workload::spec::Granularity;
 use crate::workload::spec::RawWorkload;
-use crate::workload::{QueryGenerator, Workload};
+use crate::workload::{DataSet, QueryGenerator, Workload};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -175,6 +177,9 @@ pub fn run_partition(
     workload: &Workload,
     partitioner: &dyn Partitioner,
 ) -> Result<PartitionReport, Error> {
+    if workload.granularity == Granularity::Pair {
+        return run_key_partition(machine, workload, partitioner.name());
+    }
     let prepared = Prepared::new(machine, workload)?;
     let partitioning = prepared.partition(partitioner, workload)?;
     Ok(evaluate(
@@ -186,7 +191,87 @@ pub fn run_partition(
     ))
 }
 
-/// Measures a partitioning on the reference and measured batches.
+/// What a partitioning leaves on each DPU: its pairs and the queries of every batch that
+/// matters, with the partitioning's own facts, whatever the granularity.
+struct Placed {
+    /// (cold, hot) pairs of each DPU.
+    pairs: Vec<(u64, u64)>,
+    /// Queries of each DPU in the reference batch.
+    reference: Vec<u64>,
+    /// Loads of each measured batch, in batch order.
+    loads: Vec<DpuLoads>,
+    partitions: usize,
+    hot_partitions: u32,
+    warnings: Vec<String>,
+}
+
+/// `partition.granularity = "pair"`: a one-dimensional baseline cut between keys (see
+/// [`crate::partition::keys`]), measured as the chunk partitionings are.
+fn run_key_partition(
+    machine: &Machine,
+    workload: &Workload,
+    name: &str,
+) -> Result<PartitionReport, Error> {
+    let dpus = machine.dpus;
+    workload.check_against_dpus(dpus)?;
+    let data = DataSet::generate(workload);
+    let queries = QueryGenerator::new(workload, &data, dpus);
+    let placement = match name {
+        "data-balanced" => keys::data_balanced(&data, dpus),
+        "query-balanced" => {
+            let mut counted = Vec::new();
+            queries.for_each(0, |q| {
+                counted.push(q.lo);
+                if workload.count_both_ends {
+                    counted.push(q.hi);
+                }
+            });
+            keys::query_balanced(&data, counted, dpus)
+        }
+        other => {
+            return Err(workload
+                .attribution
+                .error_at(
+                    "partition.granularity",
+                    format!(
+                        "`pair` applies to the one-dimensional baselines data-balanced and query-balanced; {other} partitions chunks (use partition.granularity = \"chunk\")"
+                    ),
+                )
+                .into());
+        }
+    };
+    let measured: Vec<u64> = workload.measured_batch_indices().collect();
+    let placed = Placed {
+        pairs: placement.pairs.iter().map(|&p| (p, 0)).collect(),
+        reference: key_loads(&placement, &queries, 0).queries,
+        loads: measured
+            .par_iter()
+            .map(|&b| key_loads(&placement, &queries, b))
+            .collect(),
+        partitions: dpus as usize,
+        hot_partitions: 0,
+        warnings: Vec::new(),
+    };
+    Ok(report(machine, workload, name, data.chunks(), placed))
+}
+
+/// Queries per DPU in batch `index` under a key partitioning: a query counts once on every
+/// DPU whose key range it overlaps.
+fn key_loads(placement: &keys::KeyPartitioning, queries: &QueryGenerator, index: u64) -> DpuLoads {
+    let dpus = placement.pairs.len();
+    let mut loads = DpuLoads {
+        queries: vec![0u64; dpus],
+        hot: vec![0u64; dpus],
+    };
+    queries.for_each(index, |q| {
+        for dpu in placement.reached(q.lo, q.hi) {
+            loads.queries[dpu] += 1;
+        }
+    });
+    loads
+}
+
+/// Measures a partitioning of chunks on the reference and measured batches.
 pub fn evaluate(
     machine: &Machine,
     workload: &Workload,
@@ -197,10 +282,23 @@ pub fn evaluate(
     debug_assert_eq!(partitioning.check(prepared.loads.chunks()), Ok(()));
     let dpus = machine.dpus;
     let table = RoutingTable::new(partitioning, &prepared.data);
-    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
-    let totals: Vec<u64> = pairs.iter().map(|&(c, h)| c + h).collect();
+    let measured: Vec<u64> = workload.measured_batch_indices().collect();
+    let placed = Placed {
+        pairs: partitioning.pairs_per_dpu(&prepared.loads),
+        reference: queries_per_dpu(&table, &prepared.queries, 0, dpus).queries,
+        loads: measured
+            .par_iter()
+            .map(|&b| queries_per_dpu(&table, &prepared.queries, b, dpus))
+            .collect(),
+        partitions: table.len(),
+        hot_partitions: partitioning.hot_partitions,
+        warnings: partitioning.warnings.clone(),
+    };
+    report(machine, workload, name, prepared.loads.chunks(), placed)
+}
 
-    let mut warnings = partitioning.warnings.clone();
+/// The MRAM the DPUs' trees need, against what each has.
+fn mram_use(machine: &Machine, pairs: &[(u64, u64)]) -> MramUse {
     let needed: Vec<u64> = pairs
         .iter()
         .map(|&(cold, hot)| dpu_trees_bytes(cold, hot))
@@ -210,29 +308,47 @@ pub fn evaluate(
         .enumerate()
         .max_by_key(|&(i, b)| (*b, std::cmp::Reverse(i)))
         .expect("at least one DPU");
-    let dpus_over = needed
-        .iter()
-        .filter(|&&b| b > machine.mram_size_bytes)
-        .count() as u32;
-    if dpus_over > 0 {
+    MramUse {
+        available_bytes: machine.mram_size_bytes,
+        max_needed_bytes,
+        max_needed_dpu: max_needed_dpu as u32,
+        dpus_over: needed
+            .iter()
+            .filter(|&&b| b > machine.mram_size_bytes)
+            .count() as u32,
+    }
+}
+
+/// The report of a placement: imbalance factors, loads and the MRAM each DPU needs.
+fn report(
+    machine: &Machine,
+    workload: &Workload,
+    name: &str,
+    chunks: usize,
+    placed: Placed,
+) -> PartitionReport {
+    let dpus = machine.dpus;
+    let totals: Vec<u64> = placed.pairs.iter().map(|&(c, h)| c + h).collect();
+    let mut warnings = placed.warnings;
+    let mram = mram_use(machine, &placed.pairs);
+    if mram.dpus_over > 0 {
         warnings.push(format!(
-            "the partition does not fit in MRAM: {dpus_over} DPUs need more than {} bytes; DPU {max_needed_dpu} needs {max_needed_bytes} bytes for {} pairs",
-            machine.mram_size_bytes, totals[max_needed_dpu]
+            "the partition does not fit in MRAM: {} DPUs need more than {} bytes; DPU {} needs {} bytes for {} pairs",
+            mram.dpus_over,
+            machine.mram_size_bytes,
+            mram.max_needed_dpu,
+            mram.max_needed_bytes,
+            totals[mram.max_needed_dpu as usize]
         ));
     }
-
-    let reference = queries_per_dpu(&table, &prepared.queries, 0, dpus).queries;
     let measured: Vec<u64> = workload.measured_batch_indices().collect();
-    let loads: Vec<DpuLoads> = measured
-        .par_iter()
-        .map(|&b| queries_per_dpu(&table, &prepared.queries, b, dpus))
-        .collect();
-    let hot_share = loads
+    let hot_share = placed
+        .loads
         .iter()
         .map(DpuLoads::bottleneck_hot_share)
         .sum::<f64>()
-        / loads.len() as f64;
-    let per_batch: Vec<Vec<u64>> = loads.into_iter().map(|l| l.queries).collect();
+        / placed.loads.len() as f64;
+    let per_batch: Vec<Vec<u64>> = placed.loads.into_iter().map(|l| l.queries).collect();
     let if_per_batch: Vec<f64> = per_batch.iter().map(|c| imbalance_factor(c)).collect();
     let if_q = if_per_batch.iter().sum::<f64>() / if_per_batch.len() as f64;
     let max_queries = per_batch
@@ -246,27 +362,22 @@ pub fn evaluate(
         schema_version: super::REPORT_SCHEMA_VERSION,
         partitioner: name.to_owned(),
         dpus,
-        chunks: prepared.loads.chunks(),
-        partitions: table.len(),
-        hot_partitions: partitioning.hot_partitions,
+        chunks,
+        partitions: placed.partitions,
+        hot_partitions: placed.hot_partitions,
         imbalance: Imbalance {
             data: imbalance_factor(&totals),
             queries: if_q,
             queries_per_batch: if_per_batch,
-            queries_reference: imbalance_factor(&reference),
+            queries_reference: imbalance_factor(&placed.reference),
         },
         max_pairs_per_dpu: *totals.iter().max().expect("at least one DPU"),
         mean_pairs_per_dpu: workload.pairs as f64 / dpus as f64,
         max_queries_per_dpu: max_queries,
         mean_queries_per_dpu: total_queries as f64 / (dpus as f64 * measured.len() as f64),
         bottleneck_hot_share: hot_share,
-        fits_in_mram: dpus_over == 0,
-        mram: MramUse {
-            available_bytes: machine.mram_size_bytes,
-            max_needed_bytes,
-            max_needed_dpu: max_needed_dpu as u32,
-            dpus_over,
-        },
+        fits_in_mram: mram.dpus_over == 0,
+        mram,
         reference_batch: 0,
         measured_batches: measured,
         warnings,

@@ -175,6 +175,13 @@ impl BForest {
         progress: &mut dyn FnMut(&str),
     ) -> Result<BForest, IndexError> {
         check_tasklets(machine, workload)?;
+        if workload.granularity == crate::workload::spec::Granularity::Pair {
+            let reason = "B+-Forest's trees are built from chunks; `pair` granularity is for `pimdes partition` with data-balanced or query-balanced";
+            return Err(workload
+                .attribution
+                .error_at("partition.granularity", reason)
+                .into());
+        }
         progress("partitioning");
         let prepared = Prepared::new(machine, workload)?;
         let partitioning = prepared.partition(partitioner, workload)?;

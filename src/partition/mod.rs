@@ -4,6 +4,7 @@
 //! Every partitioner implements [`Partitioner`]; [`by_name`] picks one from the registry.
 
 pub mod ccp;
+pub mod keys;
 pub mod loads;
 pub mod prepared;
 pub mod qdd;

@@ -222,6 +222,29 @@ pub struct RawPartition {
     /// The authors' later gates on the double scan (scan only while the cold load is high).
     #[serde(default)]
     pub double_scan_gates: bool,
+    /// What the one-dimensional baselines cut: chunks (the default, as B+-Forest's
+    /// partitioners) or single pairs (`pimdes partition` only).
+    #[serde(default, skip_serializing_if = "Granularity::is_chunk")]
+    pub granularity: Granularity,
+}
+
+/// The unit a partitioner's boundaries fall between.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Granularity {
+    /// Chunks of `chunk_pairs` consecutive pairs (height-1 subtrees).
+    #[default]
+    Chunk,
+    /// Single pairs: `data-balanced` and `query-balanced` may cut between any two keys.
+    Pair,
+}
+
+impl Granularity {
+    fn is_chunk(&self) -> bool {
+        *self == Granularity::Chunk
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -252,6 +275,7 @@ pub struct Workload {
     pub chunk_pairs: u64,
     pub count_both_ends: bool,
     pub double_scan_gates: bool,
+    pub granularity: Granularity,
     pub deviation: Option<Deviation>,
     /// Tasklets per DPU in `pimdes run` (checked against the machine when it runs).
     pub tasklets: u32,
@@ -516,6 +540,7 @@ impl Workload {
             chunk_pairs: p.chunk_pairs,
             count_both_ends: p.count_both_ends,
             double_scan_gates: p.double_scan_gates,
+            granularity: p.granularity,
             deviation,
             raw,
             attribution: source.attribution.clone(),

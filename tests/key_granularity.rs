@@ -1,0 +1,103 @@
+//! `partition.granularity = "pair"`: the one-dimensional baselines cut between keys. Data
+//! balance is then exact to a pair, query balance is at least as good on the batch it was
+//! cut for as at chunk granularity, and the other partitioners and `run` refuse it.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use serde_json::Value;
+
+fn partition(partitioner: &str, sets: &[&str]) -> Value {
+    let mut args = vec![
+        "partition",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--partitioner",
+        partitioner,
+        "--json",
+        "--quiet",
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let o = pimdes(&args);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+#[test]
+fn data_balanced_by_pairs_is_exact_to_one_pair() {
+    let r = partition("data-balanced", &["partition.granularity=pair"]);
+    let max = r["max_pairs_per_dpu"].as_u64().unwrap();
+    let mean = r["mean_pairs_per_dpu"].as_f64().unwrap();
+    assert!(max as f64 - mean < 1.0, "max {max}, mean {mean}");
+    assert_eq!(r["config"]["workload"]["partition"]["granularity"], "pair");
+    // The default granularity is left out of the configuration (and its hash).
+    let chunk = partition("data-balanced", &[]);
+    assert!(
+        chunk["config"]["workload"]["partition"]
+            .get("granularity")
+            .is_none()
+    );
+}
+
+#[test]
+fn query_balanced_by_pairs_balances_its_reference_batch_at_least_as_well() {
+    for kind in ["get", "range-count-if"] {
+        let set = format!("queries.kind={kind}");
+        let chunk = partition("query-balanced", &[&set]);
+        let pair = partition("query-balanced", &[&set, "partition.granularity=pair"]);
+        let reference = |r: &Value| r["imbalance"]["queries_reference"].as_f64().unwrap();
+        assert!(
+            reference(&pair) <= reference(&chunk) + 1e-9,
+            "{kind}: pairs {} against chunks {}",
+            reference(&pair),
+            reference(&chunk)
+        );
+        assert!(reference(&pair) >= 1.0);
+    }
+}
+
+#[test]
+fn chunk_partitioners_and_runs_refuse_pair_granularity() {
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--partitioner",
+        "qdd-double-scan",
+        "--set",
+        "partition.granularity=pair",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "key `partition.granularity`",
+            "qdd-double-scan partitions chunks",
+        ],
+    );
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "partition.granularity=pair",
+    ]);
+    assert_bad(&o, &["key `partition.granularity`", "built from chunks"]);
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "partition.granularity=key",
+    ]);
+    assert_bad(&o, &["partition.granularity", "unknown variant `key`"]);
+}
