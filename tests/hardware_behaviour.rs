@@ -7,9 +7,10 @@ use pimdes::dpu::{Kernel, KernelError, Tasklet};
 use pimdes::machine::DmaDirection;
 use pimdes::microbench::{
     ArithOp, ArithmeticRecord, DataType, Memory, StreamKernel, StreamRecord, TransferDirection,
-    TransferMode, TransferRecord, arithmetic, mram, stream, transfer,
+    TransferMode, TransferRecord, TransferSweep, arithmetic, mram, stream, transfer,
 };
 use pimdes::system::System;
+use pimdes::system::exec::TransferBound;
 
 fn mops(records: &[ArithmeticRecord], op: ArithOp, ty: DataType, tasklets: u32) -> f64 {
     records
@@ -153,7 +154,8 @@ fn b4_parallel_beats_serial_by_an_order_of_magnitude_cpu_to_dpu_beats_the_revers
  {
     use TransferDirection::*;
     use TransferMode::*;
-    let r = transfer(&common::machine(&[]));
+    let m = common::machine(&[]);
+    let r = transfer(&m, &TransferSweep::default_for(&m));
     let size = 32 << 20;
     for d in [CpuDpu, DpuCpu] {
         let ratio = gbps(&r, d, Parallel, 64, size) / gbps(&r, d, Serial, 64, size);
@@ -171,7 +173,8 @@ fn b4_parallel_beats_serial_by_an_order_of_magnitude_cpu_to_dpu_beats_the_revers
 fn b5_small_transfers_are_dominated_by_the_fixed_call_cost() {
     use TransferDirection::*;
     use TransferMode::*;
-    let r = transfer(&common::machine(&[]));
+    let m = common::machine(&[]);
+    let r = transfer(&m, &TransferSweep::default_for(&m));
     for d in [CpuDpu, DpuCpu, Broadcast] {
         let small = r
             .iter()
@@ -179,6 +182,7 @@ fn b5_small_transfers_are_dominated_by_the_fixed_call_cost() {
                 x.direction == d && x.mode == Parallel && x.dpus == 64 && x.size_per_dpu_bytes == 8
             })
             .unwrap();
+        assert_eq!(small.bound, TransferBound::PerCall, "{d:?}");
         // 64 x 8 bytes move in nanoseconds; the 100 us call is nearly all of it.
         assert!(
             small.time_us > 100.0 && small.time_us < 101.0,

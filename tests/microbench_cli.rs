@@ -2,6 +2,8 @@
 //! fields the issue lists, each naming its suite, beside the effective machine; without
 //! `--json`, tables for people.
 
+mod common;
+
 use std::process::Command;
 
 fn run(args: &[&str]) -> (i32, String) {
@@ -79,9 +81,11 @@ fn records_have_the_listed_fields() {
         k,
         [
             "bandwidth_gb_per_s",
+            "bound",
             "direction",
             "dpus",
             "mode",
+            "ranks",
             "size_per_dpu_bytes",
             "suite",
             "time_us"
@@ -107,4 +111,120 @@ fn tables_are_for_people() {
         .find(|l| l.starts_with("read") && l.contains(" 2048 "))
         .unwrap();
     assert!(row.contains("1101.0") && row.contains("651.04"), "{row}");
+}
+
+/// The transfer records of `sets` (`microbench.transfer.*` and `machine.*` overrides), on
+/// the default machine.
+fn transfers(sets: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["microbench", "transfer", "--json"];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (code, text) = run(&args);
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["records"].as_array().unwrap().clone()
+}
+
+fn find<'a>(
+    records: &'a [serde_json::Value],
+    direction: &str,
+    mode: &str,
+    dpus: u64,
+    size: u64,
+) -> &'a serde_json::Value {
+    records
+        .iter()
+        .find(|r| {
+            r["direction"] == direction
+                && r["mode"] == mode
+                && r["dpus"] == dpus
+                && r["size_per_dpu_bytes"] == size
+        })
+        .unwrap_or_else(|| panic!("no {direction} {mode} {dpus} DPUs {size} B"))
+}
+
+/// Hand-worked against machines/upmem-2556-350mhz.toml: call 100 us (check below), CPU->DPU
+/// 0.33 GB/s per DPU and 6.68 per rank, DPU->CPU 0.12 and 4.74, host cap 25.
+#[test]
+fn each_record_names_the_term_that_set_its_time() {
+    let machine = common::machine(&[]);
+    assert_eq!(machine.transfer.call_fixed.as_us_f64(), 100.0);
+    let r = transfers(&[
+        "microbench.transfer.sizes_bytes=[8, 33554432]",
+        "microbench.transfer.ranks=[1, 2, 40]",
+    ]);
+    // 5 kinds x 2 sizes x (7 sets in one rank + 2 + 40 ranks).
+    assert_eq!(r.len(), 5 * 2 * 9);
+    // 8 bytes: 100 us of call against nanoseconds of bytes.
+    assert_eq!(find(&r, "cpu-dpu", "parallel", 64, 8)["bound"], "per-call");
+    // 64 x 32 MiB at 6.68 GB/s = 321 ms; 64 x 0.33 = 21 GB/s is not the limit.
+    let x = find(&r, "cpu-dpu", "parallel", 64, 32 << 20);
+    assert_eq!(x["bound"], "per-rank-rate");
+    let want_us = 100.0 + 64.0 * 33_554_432.0 / 6.68e9 * 1e6;
+    assert!(
+        (x["time_us"].as_f64().unwrap() - want_us).abs() < 1.0,
+        "{x}"
+    );
+    // One DPU alone: 0.33 GB/s.
+    assert_eq!(
+        find(&r, "cpu-dpu", "parallel", 1, 32 << 20)["bound"],
+        "per-dpu-rate"
+    );
+    // Every rank: 40 x 6.68 GB/s is far above the 25 GB/s cap.
+    let all = find(&r, "cpu-dpu", "parallel", 2556, 32 << 20);
+    assert_eq!(
+        (all["bound"].as_str(), all["ranks"].as_u64()),
+        (Some("host-cap"), Some(40))
+    );
+    // Serial 8-byte calls: 100 us each.
+    assert_eq!(find(&r, "dpu-cpu", "serial", 64, 8)["bound"], "per-call");
+    // The tutorial's what-if: DPU->CPU at 9.48 GB/s per rank is above 64 x 0.12 = 7.68.
+    let r = transfers(&[
+        "microbench.transfer.sizes_bytes=[33554432]",
+        "microbench.transfer.ranks=[1]",
+        "machine.transfer.dpu_cpu_gb_per_s_per_rank=9.48",
+    ]);
+    assert_eq!(
+        find(&r, "dpu-cpu", "parallel", 64, 32 << 20)["bound"],
+        "per-dpu-rate"
+    );
+}
+
+#[test]
+fn bad_sweep_settings_name_their_key() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
+            "0 is not an integer from 1 to 67108864",
+        ),
+        (
+            &[
+                "transfer",
+                "--set",
+                "microbench.transfer.sizes_bytes=[8, 8]",
+            ],
+            "8 is listed twice",
+        ),
+        (
+            &["transfer", "--set", "microbench.transfer.ranks=[41]"],
+            "41 is not an integer from 1 to 40",
+        ),
+        (
+            &["transfer", "--set", "microbench.transfer.ranks=4"],
+            "expected a list",
+        ),
+        (
+            &["transfer", "--set", "microbench.transfer.size=[8]"],
+            "unknown key",
+        ),
+        (
+            &["mram", "--set", "microbench.transfer.ranks=[1]"],
+            "for the transfer suite",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = common::pimdes(&[&["microbench"][..], args].concat());
+        common::assert_bad(&o, &[needle]);
+    }
 }

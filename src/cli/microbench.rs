@@ -5,7 +5,7 @@ use crate::config::Override;
 use crate::error::{Error, InputError};
 use crate::experiments::microbench::MicrobenchReport;
 use crate::machine::Machine;
-use crate::microbench::{self, Record};
+use crate::microbench::{self, Record, TransferSweep};
 use clap::Args;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -22,7 +22,9 @@ pub struct MicrobenchArgs {
     /// Machine description (TOML). Default: machines/upmem-2556-350mhz.toml, embedded.
     #[arg(long, value_name = "FILE")]
     machine: Option<PathBuf>,
-    /// Override a machine key: `machine.dma.read_latency_fixed_cycles=100`. Repeatable.
+    /// Override a machine key (`machine.dma.read_latency_fixed_cycles=100`) or the transfer
+    /// suite's sweep (`microbench.transfer.sizes_bytes=[8,4096]`, `microbench.transfer.ranks=[1,4]`).
+    /// Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Print one JSON report (the records, the effective machine, the version) instead of tables.
@@ -39,28 +41,32 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .iter()
         .map(|s| Override::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(o) = overrides
-        .iter()
-        .find(|o| o.strip_prefix("machine").is_none())
-    {
+    let (machine_sets, suite_sets): (Vec<Override>, Vec<Override>) = overrides
+        .into_iter()
+        .partition(|o| o.strip_prefix("machine").is_some());
+    if let Some(o) = suite_sets.iter().find(|o| {
+        o.strip_prefix("microbench.transfer").is_none()
+            || !["transfer", "all"].contains(&args.name.as_str())
+    }) {
         return Err(InputError::key(
             format!("--set {}", o.text),
             &o.key,
-            "microbench takes only machine keys (machine.*)",
+            "microbench takes machine keys (machine.*) and, for the transfer suite, microbench.transfer.sizes_bytes and microbench.transfer.ranks",
         )
         .into());
     }
     let machine = match &args.machine {
-        Some(path) => Machine::load(path, &overrides)?,
-        None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &overrides)?,
+        Some(path) => Machine::load(path, &machine_sets)?,
+        None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &machine_sets)?,
     };
+    let sweep = TransferSweep::with_overrides(&machine, &suite_sets)?;
     for w in machine.warnings() {
         eprintln!("warning: {w}");
     }
     microbench::check_mram(&args.name, &machine)?;
     let phase = format!("running the {} microbenchmarks", args.name);
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
-    let records = microbench::run(&args.name, &machine)
+    let records = microbench::run_with(&args.name, &machine, &sweep)
         .ok_or_else(|| {
             InputError::plain(
                 "NAME",
@@ -74,7 +80,10 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .map_err(|e| Error::from(e).attributed(&machine.attribution))?;
     drop(progress);
     let text = if args.json {
-        let mut report = MicrobenchReport::new(&args.name, &machine, records);
+        let transfer = ["transfer", "all"]
+            .contains(&args.name.as_str())
+            .then_some(sweep);
+        let mut report = MicrobenchReport::new(&args.name, &machine, transfer, records);
         report.command_line = Some(super::command_line());
         let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");
         s.push('\n');

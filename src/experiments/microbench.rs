@@ -2,13 +2,16 @@
 //! machine, the version and commit, the command line), in the reports' common envelope.
 
 use crate::machine::{Machine, RawMachine};
-use crate::microbench::Record;
+use crate::microbench::{Record, TransferSweep};
 use serde::Serialize;
 
-/// The effective configuration of a microbenchmark: the machine alone.
+/// The effective configuration of a microbenchmark: the machine, and the transfer suite's
+/// sweep when it ran.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MachineConfig {
     pub machine: RawMachine,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<TransferSweep>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -30,9 +33,15 @@ pub struct MicrobenchReport {
 }
 
 impl MicrobenchReport {
-    pub fn new(suite: &str, machine: &Machine, records: Vec<Record>) -> MicrobenchReport {
+    pub fn new(
+        suite: &str,
+        machine: &Machine,
+        transfer: Option<TransferSweep>,
+        records: Vec<Record>,
+    ) -> MicrobenchReport {
         let config = MachineConfig {
             machine: machine.raw.clone(),
+            transfer,
         };
         MicrobenchReport {
             schema_version: super::REPORT_SCHEMA_VERSION,

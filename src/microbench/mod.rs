@@ -13,7 +13,7 @@ mod transfer;
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
 pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
-pub use transfer::{TransferDirection, TransferMode, TransferRecord, transfer};
+pub use transfer::{TransferDirection, TransferMode, TransferRecord, TransferSweep, transfer};
 
 use crate::config::InputError;
 use crate::dpu::{Dpu, Kernel, LaunchError, LaunchReport};
@@ -33,22 +33,32 @@ pub enum Record {
     Transfer(TransferRecord),
 }
 
-/// Runs suite `name` (one of [`SUITES`]); `None` if the name is unknown.
+/// Runs suite `name` (one of [`SUITES`]) with the transfer suite's default sweep; `None` if
+/// the name is unknown.
 pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, LaunchError>> {
+    run_with(name, machine, &TransferSweep::default_for(machine))
+}
+
+/// As [`run`], the transfer suite sweeping `sweep`.
+pub fn run_with(
+    name: &str,
+    machine: &Machine,
+    sweep: &TransferSweep,
+) -> Option<Result<Vec<Record>, LaunchError>> {
     let records = match name {
         "arithmetic" => {
             arithmetic(machine).map(|r| r.into_iter().map(Record::Arithmetic).collect())
         }
         "mram" => mram(machine).map(|r| r.into_iter().map(Record::Mram).collect()),
         "stream" => stream(machine).map(|r| r.into_iter().map(Record::Stream).collect()),
-        "transfer" => Ok(transfer(machine)
+        "transfer" => Ok(transfer(machine, sweep)
             .into_iter()
             .map(Record::Transfer)
             .collect()),
         "all" => {
             let mut all = Vec::new();
             for suite in &SUITES[..4] {
-                match run(suite, machine)? {
+                match run_with(suite, machine, sweep)? {
                     Ok(r) => all.extend(r),
                     Err(e) => return Some(Err(e)),
                 }

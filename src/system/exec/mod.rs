@@ -260,6 +260,124 @@ struct Slot {
     running: Option<(HostTask, Time)>,
 }
 
+/// One rank's part of a transfer (one DPU's, for serial transfers): the bytes it moves and
+/// the rate that limits it, with which term of the transfer model that rate is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RankPart {
+    rank: u32,
+    moved_bytes: u64,
+    limit_bytes_per_s: u64,
+    limited_by: TransferBound,
+}
+
+/// The term of the transfer model that sets a transfer's time (`bound` of `pimdes
+/// microbench transfer`): the largest of the call's fixed cost, the slowest rank's bytes at
+/// its rate, and every rank's bytes through the host's memory system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransferBound {
+    /// `transfer.call_fixed_us` (per call; a serial transfer makes one call per DPU).
+    PerCall,
+    /// `transfer.*_gb_per_s_per_dpu`: DPUs x the per-DPU rate is below the rank's rate.
+    PerDpuRate,
+    /// `transfer.*_gb_per_s_per_rank` (`broadcast_gb_per_s_per_rank` for broadcasts).
+    PerRankRate,
+    /// `transfer.host_cap_gb_per_s`, shared by the ranks.
+    HostCap,
+}
+
+/// The parts of a transfer, rank by rank (DPU by DPU for serial transfers).
+fn rank_parts(
+    p: &Params,
+    direction: Direction,
+    kind: TransferKind,
+    sizes: &[u64],
+) -> Vec<RankPart> {
+    let (dpu_rate, rank_rate) = p.rates(direction);
+    let set_max = sizes.iter().copied().max().unwrap_or(0);
+    let mut parts = Vec::new();
+    for r in 0..p.dpus_per_rank.len() {
+        let sizes = &sizes[p.rank_dpus(r)];
+        match kind {
+            TransferKind::Serial => {
+                parts.extend(sizes.iter().filter(|&&b| b > 0).map(|&b| RankPart {
+                    rank: r as u32,
+                    moved_bytes: b,
+                    limit_bytes_per_s: dpu_rate,
+                    limited_by: TransferBound::PerDpuRate,
+                }));
+            }
+            TransferKind::Parallel | TransferKind::ParallelAll | TransferKind::Broadcast => {
+                let (n, moved) = kind.rank_bytes(sizes, set_max);
+                if n == 0 {
+                    continue;
+                }
+                let rank_rate = match kind {
+                    TransferKind::Broadcast => p.broadcast_rank,
+                    _ => rank_rate,
+                };
+                let dpus_rate = dpu_rate.saturating_mul(n);
+                let (limit, limited_by) = if dpus_rate < rank_rate {
+                    (dpus_rate, TransferBound::PerDpuRate)
+                } else {
+                    (rank_rate, TransferBound::PerRankRate)
+                };
+                parts.push(RankPart {
+                    rank: r as u32,
+                    moved_bytes: moved,
+                    limit_bytes_per_s: limit,
+                    limited_by,
+                });
+            }
+        }
+    }
+    parts
+}
+
+/// Which term sets the time of one transfer of `sizes` (bytes per DPU) on `machine`: the
+/// largest of its fixed costs (one call, or one per DPU for serial transfers), its slowest
+/// part at that part's rate (all of them for serial transfers, which run one after
+/// another), and all its bytes at the host's cap. Ties go to the earlier in that order.
+pub fn transfer_bound(
+    machine: &Machine,
+    direction: Direction,
+    kind: TransferKind,
+    sizes: &[u64],
+) -> TransferBound {
+    let p = Params::new(machine);
+    let parts = rank_parts(&p, direction, kind, sizes);
+    let seconds = |bytes: u64, rate: u64| bytes as f64 / rate.max(1) as f64;
+    let (calls, rate_s, rate_bound) = if kind == TransferKind::Serial {
+        let total: f64 = parts
+            .iter()
+            .map(|x| seconds(x.moved_bytes, x.limit_bytes_per_s))
+            .sum();
+        (parts.len() as f64, total, TransferBound::PerDpuRate)
+    } else {
+        let slowest = parts.iter().max_by(|a, b| {
+            seconds(a.moved_bytes, a.limit_bytes_per_s)
+                .total_cmp(&seconds(b.moved_bytes, b.limit_bytes_per_s))
+        });
+        slowest.map_or((1.0, 0.0, TransferBound::PerRankRate), |x| {
+            (
+                1.0,
+                seconds(x.moved_bytes, x.limit_bytes_per_s),
+                x.limited_by,
+            )
+        })
+    };
+    let call_s = calls * p.call_fixed.ps() as f64 / PS_PER_S as f64;
+    let total_bytes: u64 = parts.iter().map(|x| x.moved_bytes).sum();
+    let cap_s = seconds(total_bytes, machine.transfer.host_cap_bytes_per_s);
+    let mut bound = (call_s, TransferBound::PerCall);
+    for (s, b) in [(rate_s, rate_bound), (cap_s, TransferBound::HostCap)] {
+        if s > bound.0 {
+            bound = (s, b);
+        }
+    }
+    bound.1
+}
+
 /// The components' parameters, from the machine file.
 struct Params {
     call_fixed: Time,

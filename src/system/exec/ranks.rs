@@ -13,35 +13,10 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
         kind: TransferKind,
         sizes: &[u64],
     ) -> Vec<(u32, u64, u64)> {
-        let (dpu_rate, rank_rate) = self.p.rates(direction);
-        let set_max = sizes.iter().copied().max().unwrap_or(0);
-        let mut plan = Vec::new();
-        for r in 0..self.p.dpus_per_rank.len() {
-            let sizes = &sizes[self.p.rank_dpus(r)];
-            match kind {
-                TransferKind::Serial => {
-                    plan.extend(
-                        sizes
-                            .iter()
-                            .filter(|&&b| b > 0)
-                            .map(|&b| (r as u32, b, dpu_rate)),
-                    );
-                }
-                TransferKind::Parallel | TransferKind::ParallelAll | TransferKind::Broadcast => {
-                    let (n, moved) = kind.rank_bytes(sizes, set_max);
-                    if n == 0 {
-                        continue;
-                    }
-                    let rank_rate = match kind {
-                        TransferKind::Broadcast => self.p.broadcast_rank,
-                        _ => rank_rate,
-                    };
-                    let limit = rank_rate.min(dpu_rate.saturating_mul(n));
-                    plan.push((r as u32, moved, limit));
-                }
-            }
-        }
-        plan
+        rank_parts(&self.p, direction, kind, sizes)
+            .into_iter()
+            .map(|part| (part.rank, part.moved_bytes, part.limit_bytes_per_s))
+            .collect()
     }
 
     pub(super) fn begin_transfer(&mut self, s: u32, now: Time) -> Result<(), E> {
