@@ -2,6 +2,7 @@
 //! prints its report. Errors are printed as `error: <origin>: key `<key>`: <reason>` and
 //! turned into exit codes (2 for bad input, 3 for a simulator bug; see [`crate::error`]).
 
+mod calibrate;
 mod compare;
 mod defaults;
 mod experiment;
@@ -62,6 +63,12 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
     /// Redraw a sweep's figures from its collected results (no simulation).
     Plot(experiment::PlotArgs),
+    /// Measure constants of the machine pimdes runs on (`calibrate host`: the host-CPU costs
+    /// of the indexes' own host code, as a `[host]` machine-file fragment).
+    Calibrate {
+        #[command(subcommand)]
+        what: calibrate::CalibrateWhat,
+    },
     /// Print the JSON Schema of a JSON output (run, partition, microbench) or of an input
     /// file (machine, workload); docs/schema/ holds the same files.
     Schema {
@@ -129,6 +136,7 @@ pub fn main() -> i32 {
         Some(Command::Experiment(args)) => experiment::experiment(args),
         Some(Command::Plot(args)) => experiment::plot(args),
         Some(Command::Completions { shell }) => completions(shell),
+        Some(Command::Calibrate { what }) => calibrate::run(what),
         Some(Command::Schema { name }) => {
             write_stdout(&crate::experiments::schema::schema(&name).expect("clap checked the name"))
         }

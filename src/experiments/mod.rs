@@ -24,6 +24,7 @@ pub fn config_fnv1a64(config: &impl serde::Serialize) -> String {
     sweep::config_hash(&value)
 }
 
+pub mod calibrate;
 pub mod catalog;
 pub mod compare;
 pub mod estimate;

@@ -22,32 +22,13 @@ pub struct GetRound {
 }
 
 impl GetRound {
-    /// Plans the gets of `keys` (exact keys, batch order) on `dpus` DPUs.
+    /// Plans the gets of `keys` (exact keys, batch order) on `dpus` DPUs: the host steps
+    /// below, in order.
     pub fn plan(keys: &[u64], dpus: u32) -> GetRound {
-        let mut order: Vec<(u64, u32)> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, &k)| (k, i as u32))
-            .collect();
-        order.sort_unstable();
-        let mut distinct = Vec::new();
-        let mut key_of_query = vec![0u32; keys.len()];
-        for &(k, i) in &order {
-            if distinct.last() != Some(&k) {
-                distinct.push(k);
-            }
-            key_of_query[i as usize] = (distinct.len() - 1) as u32;
-        }
-        let mut tasks = vec![Vec::new(); dpus as usize];
-        let placed = distinct
-            .iter()
-            .map(|&k| {
-                let d = hash_to_dpu(k, 0, dpus);
-                let list = &mut tasks[d as usize];
-                list.push(k);
-                (d, (list.len() - 1) as u32)
-            })
-            .collect();
+        let order = sort_with_positions(keys);
+        let (distinct, key_of_query) = deduplicate(&order, keys.len());
+        let targets = hash_all(&distinct, dpus);
+        let (tasks, placed) = bucket(&distinct, &targets, dpus);
         GetRound {
             distinct,
             key_of_query,
@@ -106,6 +87,53 @@ impl GetRound {
             ..HostWork::default()
         }
     }
+}
+
+// The host steps of a get batch, each its own function so that `pimdes calibrate host`
+// times exactly the code the index runs.
+
+/// The keys with their batch positions, sorted (by key, then position).
+pub fn sort_with_positions(keys: &[u64]) -> Vec<(u64, u32)> {
+    let mut order: Vec<(u64, u32)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| (k, i as u32))
+        .collect();
+    order.sort_unstable();
+    order
+}
+
+/// One pass over the sorted keys: the distinct keys, and each query's index among them.
+pub fn deduplicate(order: &[(u64, u32)], queries: usize) -> (Vec<u64>, Vec<u32>) {
+    let mut distinct = Vec::new();
+    let mut key_of_query = vec![0u32; queries];
+    for &(k, i) in order {
+        if distinct.last() != Some(&k) {
+            distinct.push(k);
+        }
+        key_of_query[i as usize] = (distinct.len() - 1) as u32;
+    }
+    (distinct, key_of_query)
+}
+
+/// Each distinct key's DPU.
+pub fn hash_all(distinct: &[u64], dpus: u32) -> Vec<u32> {
+    distinct.iter().map(|&k| hash_to_dpu(k, 0, dpus)).collect()
+}
+
+/// Per-DPU task lists in key order, and each key's (DPU, position in its list).
+pub fn bucket(distinct: &[u64], targets: &[u32], dpus: u32) -> (Vec<Vec<u64>>, Vec<(u32, u32)>) {
+    let mut tasks = vec![Vec::new(); dpus as usize];
+    let placed = distinct
+        .iter()
+        .zip(targets)
+        .map(|(&k, &d)| {
+            let list = &mut tasks[d as usize];
+            list.push(k);
+            (d, (list.len() - 1) as u32)
+        })
+        .collect();
+    (tasks, placed)
 }
 
 #[cfg(test)]

@@ -1,0 +1,71 @@
+//! `pimdes calibrate host` prints a `[host]` fragment that a machine file takes as it is:
+//! every key of the table, each measured value positive, and the machine loads with it.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use pimdes::machine::Machine;
+
+const ARGS: [&str; 7] = [
+    "calibrate",
+    "host",
+    "--machine",
+    "machines/paper-2rank.toml",
+    "--workload",
+    "workloads/tiny.toml",
+    "--runs=1",
+];
+
+#[test]
+fn the_fragment_replaces_a_machine_files_host_table() {
+    let o = pimdes(&ARGS);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let fragment: toml::Table = o.stdout.parse().expect("the fragment is TOML");
+    let host = fragment["host"].as_table().unwrap();
+    let keys = [
+        "route_ns_per_query",
+        "merge_ns_per_result",
+        "pack_ns_per_byte",
+        "sort_ns_per_element",
+        "scan_ns_per_element",
+        "hash_ns_per_key",
+        "bucket_ns_per_task",
+        "fill_ns_per_result",
+    ];
+    for key in keys {
+        let v = host[key]
+            .as_float()
+            .unwrap_or_else(|| panic!("{key}: {}", host[key]));
+        assert!(v > 0.0 && v.is_finite(), "{key} = {v}");
+        let line = o.stdout.lines().find(|l| l.starts_with(key)).unwrap();
+        assert!(line.contains("# [meas] pimdes calibrate host: "), "{line}");
+    }
+    assert!(host["threads"].as_integer().unwrap() >= 1);
+    assert_eq!(host.len(), keys.len() + 2, "cpu, threads and the constants");
+    // Spliced into the machine file in place of its [host] table, the machine loads.
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("machines/paper-2rank.toml"),
+    )
+    .unwrap();
+    let start = text.find("\n[host]").unwrap();
+    let end = text[start + 1..]
+        .find("\n[")
+        .map_or(text.len(), |i| start + 1 + i);
+    let spliced = format!("{}\n{}{}", &text[..start], o.stdout, &text[end..]);
+    Machine::from_toml_str("spliced.toml", &spliced, &[]).expect("the machine takes the fragment");
+}
+
+#[test]
+fn bad_calibration_input_is_refused() {
+    let o = pimdes(&[&ARGS[..6], &["--runs=0"]].concat());
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stdout.is_empty());
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--partitioner", "best"]].concat()),
+        &["unknown partitioner `best`"],
+    );
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--set", "queries.skew=-1"]].concat()),
+        &["queries.skew"],
+    );
+}
