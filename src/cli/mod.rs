@@ -10,6 +10,7 @@ mod microbench;
 mod output;
 mod progress;
 mod run;
+mod sensitivity;
 mod soak;
 mod sweep;
 mod table;
@@ -63,6 +64,9 @@ enum Command {
     Experiment(experiment::ExperimentArgs),
     /// Redraw a sweep's figures from its collected results (no simulation).
     Plot(experiment::PlotArgs),
+    /// Move every `[est]` parameter of the machine file in turn (by default to half and to
+    /// twice its value), rerun, and report how the batch time moves: which unknowns matter.
+    Sensitivity(sensitivity::SensitivityArgs),
     /// Measure constants of the machine pimdes runs on (`calibrate host`: the host-CPU costs
     /// of the indexes' own host code, as a `[host]` machine-file fragment).
     Calibrate {
@@ -137,6 +141,7 @@ pub fn main() -> i32 {
         Some(Command::Plot(args)) => experiment::plot(args),
         Some(Command::Completions { shell }) => completions(shell),
         Some(Command::Calibrate { what }) => calibrate::run(what),
+        Some(Command::Sensitivity(args)) => sensitivity::run(args),
         Some(Command::Schema { name }) => {
             write_stdout(&crate::experiments::schema::schema(&name).expect("clap checked the name"))
         }

@@ -33,6 +33,7 @@ pub mod partition;
 pub mod plot;
 pub mod run;
 pub mod schema;
+pub mod sensitivity;
 pub mod soak;
 pub mod sweep;
 pub mod timeline;

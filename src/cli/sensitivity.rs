@@ -1,0 +1,149 @@
+//! `pimdes sensitivity`: each `[est]` parameter of the machine file moved in turn.
+
+use super::{CommonArgs, write_stdout};
+use crate::config::{InputError, Override};
+use crate::error::Error;
+use crate::experiments::estimate::{Limits, check_run, long_note};
+use crate::experiments::partition::choose_partitioner;
+use crate::experiments::sensitivity::{Inputs, MAX_FACTORS, Study, Variant, keys_to_move, study};
+use crate::output::OutputTarget;
+use clap::Args;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct SensitivityArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Partitioner (default: the workload's).
+    #[arg(long, value_name = "NAME")]
+    partitioner: Option<String>,
+    /// Machine keys to move, comma-separated (`transfer.host_cap_gb_per_s,host.threads`).
+    /// Default: every numeric key whose comment in the machine file carries `[est]`.
+    #[arg(long, value_name = "KEYS", value_delimiter = ',')]
+    keys: Vec<String>,
+    /// Factors each key is multiplied by, comma-separated (integers are rounded, at least 1).
+    #[arg(long, value_name = "F", value_delimiter = ',', default_values_t = [0.5, 2.0])]
+    factors: Vec<f64>,
+    /// Also write the JSON study to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub fn run(args: SensitivityArgs) -> Result<(), Error> {
+    super::check_outputs(&[("--out", args.out.as_deref())], &args.common)?;
+    check_factors(&args.factors)?;
+    let (machine, workload) = super::load_inputs(&args.common)?;
+    let partitioner = choose_partitioner(&args.partitioner, &workload)?;
+    let origin = args.common.machine.display().to_string();
+    let text = std::fs::read_to_string(&args.common.machine)
+        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
+    let keys = keys_to_move(&text, &origin, &args.keys)?;
+    let estimate = check_run(&machine, &workload, &Limits::host())?;
+    let runs = 1 + keys.len() * args.factors.len();
+    if let Some(note) = long_note(estimate.wall_s * runs as f64).filter(|_| !args.quiet) {
+        eprintln!("{note}");
+    }
+    let overrides = args
+        .common
+        .set
+        .iter()
+        .map(|s| Override::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let inputs = Inputs {
+        machine_path: &args.common.machine,
+        workload_path: &args.common.workload,
+        overrides: &overrides,
+        partitioner: partitioner.as_ref(),
+        keys,
+        factors: args.factors.clone(),
+    };
+    let (mut count, quiet) = (0, args.quiet);
+    let s = study(&inputs, &mut |v: &Variant| {
+        count += 1;
+        if !quiet {
+            eprintln!(
+                "pimdes sensitivity: {count} of {} variants: {} x {}",
+                runs - 1,
+                v.key,
+                v.factor
+            );
+        }
+    })?;
+    let mut json = serde_json::to_string_pretty(&s).expect("studies serialise");
+    json.push('\n');
+    if let Some(out) = &args.out {
+        let target = OutputTarget {
+            flag: "--out",
+            path: out,
+        };
+        crate::output::write_atomically(target, json.as_bytes())?;
+    }
+    write_stdout(&if args.common.json { json } else { table(&s) })
+}
+
+fn check_factors(factors: &[f64]) -> Result<(), InputError> {
+    let bad = |reason: &str| InputError::plain("--factors", reason);
+    if factors.is_empty() || factors.len() > MAX_FACTORS {
+        return Err(bad(&format!("give 1 to {MAX_FACTORS} factors")));
+    }
+    if factors
+        .iter()
+        .any(|f| !(f.is_finite() && *f > 0.0 && *f <= 1000.0))
+    {
+        return Err(bad("each factor must be a number above 0 and at most 1000"));
+    }
+    Ok(())
+}
+
+/// The study as a table: one line per key, the keys that move the batch time most first.
+fn table(s: &Study) -> String {
+    let mut keys: Vec<&str> = Vec::new();
+    for v in &s.variants {
+        if !keys.contains(&v.key.as_str()) {
+            keys.push(&v.key);
+        }
+    }
+    fn of<'s>(s: &'s Study, key: &'s str) -> impl Iterator<Item = &'s Variant> {
+        s.variants.iter().filter(move |v| v.key == key)
+    }
+    let largest = |key: &str| {
+        of(s, key)
+            .filter_map(|v| v.batch_time_change_pct)
+            .fold(0.0f64, |m, c| m.max(c.abs()))
+    };
+    keys.sort_by(|a, b| largest(b).total_cmp(&largest(a)));
+    let mut t = format!(
+        "baseline batch time {:.1} us; change of the batch time with each parameter times",
+        s.baseline.batch_time_us
+    );
+    for f in &s.factors {
+        let _ = write!(t, " {f}");
+    }
+    t.push('\n');
+    for key in keys {
+        let _ = write!(t, "  {key:<45}");
+        for v in of(s, key) {
+            let cell = match (v.batch_time_change_pct, &v.refused) {
+                (Some(c), _) => format!("{} -> {c:+.1}%", v.value),
+                _ => format!("{} -> refused", v.value),
+            };
+            let _ = write!(t, " {cell:>22}");
+        }
+        t.push('\n');
+    }
+    let refused: Vec<&Variant> = s.variants.iter().filter(|v| v.refused.is_some()).collect();
+    for v in refused {
+        let _ = writeln!(
+            t,
+            "refused: {} = {}: {}",
+            v.key,
+            v.value,
+            v.refused.as_deref().unwrap_or("")
+        );
+    }
+    t
+}

@@ -1,0 +1,306 @@
+//! `pimdes sensitivity`: which unknowns matter. Every machine-file parameter tagged `[est]`
+//! (an estimate, by the machine files' own convention) is moved by each factor (by default
+//! -50 % and +100 %), one at a time, and the run is repeated; the report says how the batch
+//! time and its breakdown move against the unchanged run. A variant the simulator refuses
+//! (a value out of range, data that no longer fits) is reported with its reason.
+
+use crate::config::{InputError, Override};
+use crate::error::Error;
+use crate::experiments::run::{Named, RunReport, Silent, run};
+use crate::machine::Machine;
+use crate::partition::Partitioner;
+use crate::workload::Workload;
+use serde::Serialize;
+use std::path::Path;
+
+/// Most parameters and most factors one study takes.
+pub const MAX_KEYS: usize = 200;
+pub const MAX_FACTORS: usize = 8;
+
+/// The dotted keys of `text` (a machine file) whose line carries an `[est]` tag in its
+/// comment, in file order, with their numeric values; keys of other types are skipped.
+pub fn estimated_keys(text: &str) -> Vec<(String, toml::Value)> {
+    let mut section = String::new();
+    let mut keys = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.trim().to_owned();
+            continue;
+        }
+        let Some((assignment, comment)) = line.split_once('#') else {
+            continue;
+        };
+        let Some((key, value)) = assignment.split_once('=') else {
+            continue;
+        };
+        if !comment.contains("[est]") {
+            continue;
+        }
+        let Ok(table) = format!("v = {}", value.trim()).parse::<toml::Table>() else {
+            continue;
+        };
+        let value = table["v"].clone();
+        if value.is_integer() || value.is_float() {
+            let key = key.trim();
+            let dotted = if section.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{section}.{key}")
+            };
+            keys.push((dotted, value));
+        }
+    }
+    keys
+}
+
+/// `value` times `factor`, as the machine's field takes it: an integer field (as `integer`
+/// says) rounded and at least 1, a number field exact (a file may write `1` for 1.0).
+fn scaled(value: &toml::Value, factor: f64, integer: bool) -> toml::Value {
+    let x = value
+        .as_float()
+        .or_else(|| value.as_integer().map(|i| i as f64))
+        .unwrap_or(0.0)
+        * factor;
+    if integer {
+        toml::Value::Integer((x.round() as i64).max(1))
+    } else {
+        toml::Value::Float(x)
+    }
+}
+
+/// The effective machine's value at dotted `key` (after every `--set`), and whether the field
+/// is an integer (integer fields serialise as integers, the others as floats); `None` when
+/// the key is not a numeric field.
+fn effective_value(machine: &Machine, key: &str) -> Option<(toml::Value, bool)> {
+    let raw = serde_json::to_value(&machine.raw).unwrap_or_default();
+    let v = key.split('.').try_fold(&raw, |v, k| v.get(k))?;
+    match (v.as_i64(), v.as_f64()) {
+        (Some(i), _) => Some((toml::Value::Integer(i), true)),
+        (None, Some(x)) => Some((toml::Value::Float(x), false)),
+        _ => None,
+    }
+}
+
+/// The figures of one run that the study compares.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figures {
+    pub batch_time_us: f64,
+    pub breakdown_us: Named,
+}
+
+impl Figures {
+    fn of(report: &RunReport) -> Figures {
+        Figures {
+            batch_time_us: report.batch_time_us.mean,
+            breakdown_us: report.breakdown_us.clone(),
+        }
+    }
+}
+
+/// One parameter moved by one factor.
+#[derive(Debug, Clone, Serialize)]
+pub struct Variant {
+    pub key: String,
+    pub base_value: toml::Value,
+    pub factor: f64,
+    pub value: toml::Value,
+    /// `None` when the simulator refused the variant (see `refused`).
+    pub figures: Option<Figures>,
+    /// Batch time against the baseline, in percent.
+    pub batch_time_change_pct: Option<f64>,
+    pub refused: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Study {
+    pub baseline: Figures,
+    pub factors: Vec<f64>,
+    /// Every variant, parameters in file order, factors in the given order.
+    pub variants: Vec<Variant>,
+}
+
+/// What a study runs: the inputs as the user gave them, and the keys to move.
+pub struct Inputs<'a> {
+    pub machine_path: &'a Path,
+    pub workload_path: &'a Path,
+    /// The user's own `--set` overrides, applied to every run.
+    pub overrides: &'a [Override],
+    pub partitioner: &'a dyn Partitioner,
+    /// Dotted machine keys (see [`keys_to_move`]).
+    pub keys: Vec<String>,
+    pub factors: Vec<f64>,
+}
+
+/// Runs the baseline, then every key at every factor (one at a time). `done` hears of each
+/// variant as it finishes.
+pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, Error> {
+    let (machine, workload) = load(inputs, None)?;
+    let base = run(&machine, &workload, inputs.partitioner, &mut Silent)?;
+    let baseline = Figures::of(&base);
+    let mut variants = Vec::new();
+    for key in &inputs.keys {
+        let (base_value, integer) = effective_value(&machine, key).ok_or_else(|| {
+            InputError::key(
+                inputs.machine_path.display().to_string(),
+                key,
+                "not a numeric key of the machine",
+            )
+        })?;
+        let base_value = &base_value;
+        for &factor in &inputs.factors {
+            let value = scaled(base_value, factor, integer);
+            let outcome = load(inputs, Some((key, &value)))
+                .and_then(|(m, w)| run(&m, &w, inputs.partitioner, &mut Silent));
+            let variant = match outcome {
+                Ok(report) => {
+                    let figures = Figures::of(&report);
+                    let change = 100.0 * (figures.batch_time_us / baseline.batch_time_us - 1.0);
+                    variant(
+                        key,
+                        base_value,
+                        factor,
+                        value,
+                        Some(figures),
+                        Some(change),
+                        None,
+                    )
+                }
+                Err(e) if e.exit_code() == crate::error::EXIT_BAD_INPUT => variant(
+                    key,
+                    base_value,
+                    factor,
+                    value,
+                    None,
+                    None,
+                    Some(e.to_string()),
+                ),
+                Err(e) => return Err(e),
+            };
+            done(&variant);
+            variants.push(variant);
+        }
+    }
+    Ok(Study {
+        baseline,
+        factors: inputs.factors.clone(),
+        variants,
+    })
+}
+
+fn variant(
+    key: &str,
+    base_value: &toml::Value,
+    factor: f64,
+    value: toml::Value,
+    figures: Option<Figures>,
+    batch_time_change_pct: Option<f64>,
+    refused: Option<String>,
+) -> Variant {
+    Variant {
+        key: key.to_owned(),
+        base_value: base_value.clone(),
+        factor,
+        value,
+        figures,
+        batch_time_change_pct,
+        refused,
+    }
+}
+
+/// The machine and workload with the user's overrides, and `moved` (machine key, value)
+/// after them.
+fn load(
+    inputs: &Inputs,
+    moved: Option<(&str, &toml::Value)>,
+) -> Result<(Machine, Workload), Error> {
+    let mut overrides = inputs.overrides.to_vec();
+    if let Some((key, value)) = moved {
+        overrides.push(Override {
+            key: format!("machine.{key}"),
+            text: format!("machine.{key}={value}"),
+            value: value.clone(),
+        });
+    }
+    let machine = Machine::load(inputs.machine_path, &overrides)?;
+    let workload = Workload::load(inputs.workload_path, &overrides)?;
+    Ok((machine, workload))
+}
+
+/// The keys to move: `given` (dotted machine keys, each a number in the file `text`), or
+/// else every `[est]` key of `text`. `origin` names the file in errors.
+pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<String>, InputError> {
+    let table = toml::Value::Table(crate::config::parse_toml(origin, text)?);
+    let keys: Vec<String> = if given.is_empty() {
+        estimated_keys(text).into_iter().map(|(k, _)| k).collect()
+    } else {
+        for key in given {
+            let number = key
+                .split('.')
+                .try_fold(&table, |v, k| v.get(k))
+                .is_some_and(|v| v.is_integer() || v.is_float());
+            if !number {
+                return Err(InputError::key(
+                    origin,
+                    key,
+                    "not a number in the machine file (give dotted keys such as transfer.host_cap_gb_per_s)",
+                ));
+            }
+        }
+        given.to_vec()
+    };
+    if keys.is_empty() {
+        return Err(InputError::plain(
+            origin,
+            "no parameter is tagged [est] in its comment; name the parameters with --keys",
+        ));
+    }
+    if keys.len() > MAX_KEYS {
+        return Err(InputError::plain(
+            origin,
+            format!(
+                "{} parameters; at most {MAX_KEYS} per study (use --keys)",
+                keys.len()
+            ),
+        ));
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_are_the_numeric_keys_tagged_est() {
+        let text = "# [est] in a header comment is not a key\nranks = 2 # [est] scaled\nname = \"x\" # [est] not a number\n[dpu]\nclock_mhz = 350 # [meas] measured\n[dpu.dma]\nfixed = 16   # [est] busy\n[host]\npack = 0.25 # [est]\n";
+        let keys: Vec<String> = estimated_keys(text).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["ranks", "dpu.dma.fixed", "host.pack"]);
+    }
+
+    #[test]
+    fn scaling_follows_the_fields_type_and_integers_stay_positive() {
+        use toml::Value::{Float, Integer};
+        assert_eq!(scaled(&Integer(3), 0.5, true), Integer(2));
+        assert_eq!(scaled(&Integer(1), 0.1, true), Integer(1));
+        assert_eq!(scaled(&Integer(1), 0.5, false), Float(0.5));
+        assert_eq!(scaled(&Float(0.25), 2.0, false), Float(0.5));
+        let machine = crate::machine::Machine::from_toml_str(
+            "paper-2rank.toml",
+            include_str!("../../machines/paper-2rank.toml"),
+            &[],
+        )
+        .unwrap();
+        let value = |k: &str| effective_value(&machine, k);
+        assert_eq!(
+            value("dma.occupancy_fixed_cycles"),
+            Some((Integer(16), true))
+        );
+        assert_eq!(value("host.scan_ns_per_element"), Some((Float(1.0), false)));
+        assert_eq!(
+            value("transfer.host_cap_gb_per_s"),
+            Some((Float(25.0), false))
+        );
+        assert_eq!(value("host.cpu"), None);
+    }
+}

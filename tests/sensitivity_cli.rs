@@ -1,0 +1,86 @@
+//! `pimdes sensitivity`: each parameter moved alone against the unchanged run, refused
+//! variants reported with their reason, bad settings refused.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use serde_json::Value;
+
+const ARGS: [&str; 9] = [
+    "sensitivity",
+    "--machine",
+    "machines/paper-2rank.toml",
+    "--workload",
+    "workloads/tiny.toml",
+    "--set",
+    "machine.ranks=1",
+    "--set",
+    "machine.usable_dpus=16",
+];
+
+fn study(extra: &[&str]) -> Value {
+    let o = pimdes(&[&ARGS[..], extra, &["--json", "--quiet"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+#[test]
+fn each_parameter_moves_alone_against_the_unchanged_run() {
+    let s = study(&["--keys", "dma.occupancy_fixed_cycles,usable_dpus"]);
+    let plain = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "machine.ranks=1",
+        "--set",
+        "machine.usable_dpus=16",
+        "--json",
+        "--quiet",
+    ]);
+    let plain: Value = serde_json::from_str(&plain.stdout).unwrap();
+    assert_eq!(
+        s["baseline"]["batch_time_us"],
+        plain["batch_time_us"]["mean"]
+    );
+    let variants = s["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 4, "two keys x two factors");
+    let change = |i: usize| variants[i]["batch_time_change_pct"].as_f64().unwrap();
+    // A busier MRAM bank (16 -> 32 cycles per request) slows the kernel; 8 speeds it up.
+    assert_eq!(variants[0]["value"], 8);
+    assert!(change(0) < 0.0 && change(1) > 0.0, "{variants:?}");
+    // The base is the effective value, after --set: 16 DPUs, moved to 8 and 32.
+    assert_eq!(variants[2]["base_value"], 16);
+    assert_eq!(
+        (&variants[2]["value"], &variants[3]["value"]),
+        (&Value::from(8), &Value::from(32))
+    );
+    assert!(change(2) != 0.0 && change(3) != 0.0, "{variants:?}");
+}
+
+#[test]
+fn a_variant_the_simulator_refuses_is_reported_with_its_reason() {
+    // 16 x 8 = 128 DPUs on one rank of 64.
+    let s = study(&["--keys", "usable_dpus", "--factors", "8"]);
+    let v = &s["variants"][0];
+    assert_eq!(v["value"], 128);
+    assert!(v["figures"].is_null());
+    assert!(
+        v["refused"].as_str().unwrap().contains("usable_dpus"),
+        "{v}"
+    );
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--factors", "0"]].concat()),
+        &["--factors", "above 0"],
+    );
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--keys", "dpu.nosuch"]].concat()),
+        &["key `dpu.nosuch`", "not a number in the machine file"],
+    );
+}
