@@ -16,7 +16,7 @@ const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2556-350mhz.toml (embedded)";
 
 #[derive(Debug, Args)]
 pub struct MicrobenchArgs {
-    /// Suite: arithmetic, mram, stream, transfer or all.
+    /// Suite: arithmetic, mram, stream, transfer, apps (PrIM applications) or all.
     #[arg(value_name = "NAME")]
     name: String,
     /// Machine description (TOML). Default: machines/upmem-2556-350mhz.toml, embedded.
@@ -175,6 +175,12 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
             |a| (a.tasklets, a.bandwidth_mb_per_s),
         );
     }
+    transfer_table(&mut s, records);
+    apps_table(&mut s, records);
+    s
+}
+
+fn transfer_table(s: &mut String, records: &[Record]) {
     let transfer: Vec<_> = records
         .iter()
         .filter_map(|r| match r {
@@ -182,51 +188,78 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
             _ => None,
         })
         .collect();
-    if !transfer.is_empty() {
-        let mut sizes: Vec<u64> = transfer.iter().map(|t| t.size_per_dpu_bytes).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        let _ = writeln!(s, "\nhost <-> DPU transfers, GB/s, by bytes per DPU");
-        let _ = write!(s, "{:<26}", "direction mode DPUs");
-        for size in &sizes {
-            let _ = write!(s, "{:>9}", human_bytes(*size));
-        }
-        s.push('\n');
-        let mut rows: Vec<Vec<&microbench::TransferRecord>> = Vec::new();
-        for t in &transfer {
-            match rows.iter_mut().find(|r| {
-                r[0].direction == t.direction && r[0].mode == t.mode && r[0].dpus == t.dpus
-            }) {
-                Some(r) => r.push(t),
-                None => rows.push(vec![t]),
-            }
-        }
-        for row in rows {
-            let name = serde_json::to_value((row[0].direction, row[0].mode)).expect("names");
-            let _ = write!(
-                s,
-                "{:<26}",
-                format!(
-                    "{} {} {}",
-                    name[0].as_str().unwrap_or(""),
-                    name[1].as_str().unwrap_or(""),
-                    row[0].dpus
-                )
-            );
-            for size in &sizes {
-                match row.iter().find(|t| t.size_per_dpu_bytes == *size) {
-                    Some(t) => {
-                        let _ = write!(s, "{:>9.3}", t.bandwidth_gb_per_s);
-                    }
-                    None => {
-                        let _ = write!(s, "{:>9}", "-");
-                    }
-                }
-            }
-            s.push('\n');
+    if transfer.is_empty() {
+        return;
+    }
+    let mut sizes: Vec<u64> = transfer.iter().map(|t| t.size_per_dpu_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let _ = writeln!(s, "\nhost <-> DPU transfers, GB/s, by bytes per DPU");
+    let _ = write!(s, "{:<26}", "direction mode DPUs");
+    for size in &sizes {
+        let _ = write!(s, "{:>9}", human_bytes(*size));
+    }
+    s.push('\n');
+    let mut rows: Vec<Vec<&microbench::TransferRecord>> = Vec::new();
+    for t in &transfer {
+        match rows
+            .iter_mut()
+            .find(|r| r[0].direction == t.direction && r[0].mode == t.mode && r[0].dpus == t.dpus)
+        {
+            Some(r) => r.push(t),
+            None => rows.push(vec![t]),
         }
     }
-    s
+    for row in rows {
+        let name = serde_json::to_value((row[0].direction, row[0].mode)).expect("names");
+        let _ = write!(
+            s,
+            "{:<26}",
+            format!(
+                "{} {} {}",
+                name[0].as_str().unwrap_or(""),
+                name[1].as_str().unwrap_or(""),
+                row[0].dpus
+            )
+        );
+        for size in &sizes {
+            match row.iter().find(|t| t.size_per_dpu_bytes == *size) {
+                Some(t) => {
+                    let _ = write!(s, "{:>9.3}", t.bandwidth_gb_per_s);
+                }
+                None => {
+                    let _ = write!(s, "{:>9}", "-");
+                }
+            }
+        }
+        s.push('\n');
+    }
+}
+
+fn apps_table(s: &mut String, records: &[Record]) {
+    let apps: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Apps(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    if apps.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nPrIM applications: the synchronous launch, ms");
+    let _ = writeln!(
+        s,
+        "{:<5}{:>6}{:>10}{:>14}{:>10}{:>12}{:>11}",
+        "app", "DPUs", "elements", "per DPU", "tasklets", "DPU kernel", "launch"
+    );
+    for a in apps {
+        let _ = writeln!(
+            s,
+            "{:<5}{:>6}{:>10}{:>14}{:>10}{:>12.3}{:>11.3}",
+            a.app, a.dpus, a.elements, a.elements_per_dpu, a.tasklets, a.dpu_kernel_ms, a.launch_ms
+        );
+    }
 }
 
 fn human_bytes(b: u64) -> String {

@@ -46,7 +46,7 @@ enum Command {
     /// Run an index (B+-Forest or PIM-tree) end to end on the machine model: initialisation, warm-up and measured
     /// batches, every answer checked against a plain reference.
     Run(run::RunArgs),
-    /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer or all.
+    /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer, apps or all.
     Microbench(microbench::MicrobenchArgs),
     /// Compare two results (or two sweep directories) metric by metric: exit 0 when every
     /// metric is within tolerance, 1 when one is not, 2 on bad input or different

@@ -5,11 +5,13 @@
 //! Configurations of a suite are independent simulations; they run on rayon's threads and
 //! are gathered in a fixed order, so output never depends on the thread count.
 
+mod apps;
 mod arithmetic;
 mod mram;
 mod stream;
 mod transfer;
 
+pub use apps::{AppRecord, VA_RUNS, apps, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
 pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
@@ -21,7 +23,7 @@ use crate::machine::Machine;
 use serde::Serialize;
 
 /// The suites, by CLI name.
-pub const SUITES: [&str; 5] = ["arithmetic", "mram", "stream", "transfer", "all"];
+pub const SUITES: [&str; 6] = ["arithmetic", "mram", "stream", "transfer", "apps", "all"];
 
 /// One record of any suite, tagged with its suite's name (`"suite": "mram"`).
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -31,6 +33,7 @@ pub enum Record {
     Mram(MramRecord),
     Stream(StreamRecord),
     Transfer(TransferRecord),
+    Apps(AppRecord),
 }
 
 /// Runs suite `name` (one of [`SUITES`]) with the transfer suite's default sweep; `None` if
@@ -55,9 +58,10 @@ pub fn run_with(
             .into_iter()
             .map(Record::Transfer)
             .collect()),
+        "apps" => apps(machine).map(|r| r.into_iter().map(Record::Apps).collect()),
         "all" => {
             let mut all = Vec::new();
-            for suite in &SUITES[..4] {
+            for suite in &SUITES[..5] {
                 match run_with(suite, machine, sweep)? {
                     Ok(r) => all.extend(r),
                     Err(e) => return Some(Err(e)),
@@ -75,7 +79,7 @@ pub fn run_with(
 /// `dpu.mram_size_bytes` would otherwise fail inside a kernel or while filling MRAM.
 /// Unknown names pass; [`run`] reports them.
 pub fn check_mram(name: &str, machine: &Machine) -> Result<(), InputError> {
-    let suites: &[&str] = if name == "all" { &SUITES[..4] } else { &[name] };
+    let suites: &[&str] = if name == "all" { &SUITES[..5] } else { &[name] };
     for &suite in suites {
         let need = match suite {
             "arithmetic" => arithmetic::mram_need_bytes(machine),

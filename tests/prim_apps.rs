@@ -1,0 +1,43 @@
+//! PrIM applications on the machine model (`pimdes microbench apps`): VA at the published
+//! runs' DPU counts and sizes, its result checked inside the suite, and its timing against
+//! hand-worked rules. The comparison with the published hardware times is in
+//! docs/validation.md; no parameter was set from it.
+
+mod common;
+
+use pimdes::microbench::{apps, va};
+
+#[test]
+fn va_runs_every_published_configuration_and_launches_cost_their_fixed_part() {
+    let machine = common::machine(&[]);
+    let records = apps(&machine).unwrap();
+    assert_eq!(records.len(), pimdes::microbench::VA_RUNS.len());
+    let fixed_ms = machine.transfer.launch_fixed.as_us_f64() / 1000.0;
+    for r in &records {
+        assert!(
+            (r.launch_ms - r.dpu_kernel_ms - fixed_ms).abs() < 1e-9,
+            "{r:?}: the launch is its fixed cost plus the slowest DPU"
+        );
+        assert_eq!(r.elements_per_dpu, r.elements.div_ceil(u64::from(r.dpus)));
+    }
+}
+
+#[test]
+fn va_time_depends_on_the_share_per_dpu_and_runs_at_seven_cycles_per_element() {
+    let machine = common::machine(&[]);
+    let one = va(&machine, 1, 2_097_152).unwrap();
+    let four = va(&machine, 4, 8_388_608).unwrap();
+    assert_eq!(
+        one.dpu_kernel_ms, four.dpu_kernel_ms,
+        "the same share, the same kernel"
+    );
+    // 16 tasklets keep the pipeline full (11 suffice): one instruction per cycle. Per
+    // element: 3 WRAM accesses + 1 add + 3 of loop overhead = 7 instructions; the DMA of
+    // 12 bytes per element (6.2 cycles of bank occupancy) overlaps.
+    let cycles = one.dpu_kernel_ms * 1e-3 * machine.dpu.clock.hz() as f64;
+    let per_element = cycles / one.elements_per_dpu as f64;
+    assert!(
+        (7.0..7.05).contains(&per_element),
+        "{per_element} cycles per element"
+    );
+}
