@@ -5,13 +5,13 @@
 
 mod common;
 
-use pimdes::microbench::{apps, va};
+use pimdes::microbench::{RED_RUNS, VA_RUNS, apps, red, va};
 
 #[test]
 fn va_runs_every_published_configuration_and_launches_cost_their_fixed_part() {
     let machine = common::machine(&[]);
     let records = apps(&machine).unwrap();
-    assert_eq!(records.len(), pimdes::microbench::VA_RUNS.len());
+    assert_eq!(records.len(), VA_RUNS.len() + RED_RUNS.len());
     let fixed_ms = machine.transfer.launch_fixed.as_us_f64() / 1000.0;
     for r in &records {
         assert!(
@@ -40,4 +40,16 @@ fn va_time_depends_on_the_share_per_dpu_and_runs_at_seven_cycles_per_element() {
         (7.0..7.05).contains(&per_element),
         "{per_element} cycles per element"
     );
+}
+
+#[test]
+fn red_runs_at_six_cycles_per_element_plus_its_final_reduction() {
+    let machine = common::machine(&[]);
+    let one = red(&machine, 1, 2_097_152).unwrap();
+    // Per element: 1 WRAM load + 2 for the 64-bit add + 3 of loop overhead = 6, one per
+    // cycle with 16 tasklets; 8 bytes of DMA per element (4.1 cycles of occupancy) overlap.
+    let cycles = one.dpu_kernel_ms * 1e-3 * machine.dpu.clock.hz() as f64;
+    let per_element = cycles / one.elements_per_dpu as f64;
+    assert!((6.0..6.05).contains(&per_element), "{per_element} cycles per element");
+    assert_eq!(red(&machine, 4, 8_388_608).unwrap().dpu_kernel_ms, one.dpu_kernel_ms);
 }

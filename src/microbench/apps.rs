@@ -9,12 +9,19 @@
 //! `ceil(n / DPUs)` elements, rounded up to a multiple of 8 bytes, and times
 //! `dpu_launch(DPU_SYNCHRONOUS)`; so the figure here is the launch's fixed cost plus the
 //! slowest DPU's kernel (all DPUs get the same share, so one DPU is simulated).
+//!
+//! **RED** (`RED/dpu/task.c`, defaults of `RED/Makefile`: 16 tasklets, `BL = 10`, `INT64`,
+//! `VERSION = SINGLE`): each tasklet sums its 1,024-byte blocks of int64 elements in WRAM,
+//! stores its sum in a shared array, meets the others at a barrier, and tasklet 0 adds the
+//! sums. The host shares the input out as for VA (8-byte elements need no rounding).
 
 use super::launch_one;
 use crate::dpu::{Kernel, KernelError, LaunchError, Op, Tasklet};
 use crate::host::Host;
 use crate::machine::Machine;
 use serde::Serialize;
+use std::sync::atomic::AtomicI64;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// PrIM VA's defaults (`VA/Makefile`).
 pub const VA_TASKLETS: u32 = 16;
@@ -44,9 +51,30 @@ pub const VA_RUNS: [(u32, u64); 18] = [
     (64, 9_437_184),
 ];
 
+/// PrIM RED's default tasklets (`RED/Makefile`).
+pub const RED_TASKLETS: u32 = 16;
+
+/// The published real-hardware runs of RED, as [`VA_RUNS`] (same file).
+pub const RED_RUNS: [(u32, u64); 14] = [
+    (1, 2_097_152),
+    (4, 524_288),
+    (4, 1_048_576),
+    (4, 2_097_152),
+    (4, 4_194_304),
+    (4, 8_388_608),
+    (16, 524_288),
+    (16, 1_048_576),
+    (16, 2_097_152),
+    (16, 4_194_304),
+    (64, 524_288),
+    (64, 1_048_576),
+    (64, 2_097_152),
+    (64, 4_194_304),
+];
+
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AppRecord {
-    /// `va`.
+    /// `va` or `red`.
     pub app: String,
     pub dpus: u32,
     /// Elements of the whole input (PrIM's `-i`).
@@ -137,35 +165,132 @@ pub fn va(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, Laun
             "VA result wrong at element {i}"
         );
     }
-    let kernel_time = machine
-        .dpu
-        .clock
-        .to_time(crate::engine::Cycles(report.cycles));
+    Ok(record(
+        machine,
+        ("va", VA_TASKLETS),
+        dpus,
+        elements,
+        share,
+        report.cycles,
+    ))
+}
+
+struct Reduction {
+    share_bytes: u64,
+    sums: Vec<AtomicI64>,
+    total: AtomicI64,
+}
+
+impl Kernel for Reduction {
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        t.barrier_wait(0).await?;
+        let a = t.mem_alloc(BLOCK_BYTES)?;
+        // Per element: one WRAM load (8 bytes), the 64-bit add, the loop's overhead.
+        let per_element = t.cost(Op::WramAccess) + t.cost(Op::AddI64) + t.cost(Op::LoopIteration);
+        let stride = u64::from(BLOCK_BYTES) * u64::from(t.tasklets());
+        let mut at = u64::from(t.id()) * u64::from(BLOCK_BYTES);
+        let mut sum = 0i64;
+        while at < self.share_bytes {
+            let size = (self.share_bytes - at).min(u64::from(BLOCK_BYTES)) as u32;
+            t.mram_read(at, a, size).await?;
+            t.with_wram(a, size, |x| {
+                for e in x.chunks_exact(8) {
+                    sum = sum.wrapping_add(i64::from_le_bytes(e.try_into().expect("8 bytes")));
+                }
+            })?;
+            t.compute(per_element * u64::from(size) / 8).await?;
+            at += stride;
+        }
+        // The tasklet's sum into the shared array; after the barrier tasklet 0 adds them.
+        self.sums[t.id() as usize].store(sum, Relaxed);
+        t.op(Op::WramAccess, 1).await?;
+        t.barrier_wait(0).await?;
+        if t.id() == 0 {
+            let total = self
+                .sums
+                .iter()
+                .fold(0i64, |s, x| s.wrapping_add(x.load(Relaxed)));
+            let others = u64::from(t.tasklets() - 1);
+            t.compute(others * (t.cost(Op::WramAccess) + t.cost(Op::AddI64)))
+                .await?;
+            self.total.store(total, Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// One RED run: `elements` int64 in all on `dpus` DPUs, the sum checked.
+pub fn red(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, LaunchError> {
+    let share = elements.div_ceil(u64::from(dpus));
+    let kernel = Reduction {
+        share_bytes: share * 8,
+        sums: (0..RED_TASKLETS).map(|_| AtomicI64::new(0)).collect(),
+        total: AtomicI64::new(0),
+    };
+    let input: Vec<i64> = (0..share).map(|i| i64::from(va_input(2, i))).collect();
+    let bytes: Vec<u8> = input.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let (report, _) = launch_one(machine, &kernel, RED_TASKLETS, |d| {
+        d.mram_mut().write(0, &bytes)
+    })?;
+    let want = input.iter().fold(0i64, |s, &x| s.wrapping_add(x));
+    assert_eq!(kernel.total.load(Relaxed), want, "RED's sum is wrong");
+    Ok(record(
+        machine,
+        ("red", RED_TASKLETS),
+        dpus,
+        elements,
+        share,
+        report.cycles,
+    ))
+}
+
+/// The record of `dpus` DPUs each running `cycles` of one application (name, tasklets).
+fn record(
+    machine: &Machine,
+    (app, tasklets): (&str, u32),
+    dpus: u32,
+    elements: u64,
+    share: u64,
+    cycles: u64,
+) -> AppRecord {
+    let kernel_time = machine.dpu.clock.to_time(crate::engine::Cycles(cycles));
     // The first `dpus` DPUs run it (PrIM allocates that many; the others stay idle).
-    let mut cycles = vec![0; machine.dpus as usize];
-    cycles[..dpus as usize].fill(report.cycles);
+    let mut per_dpu = vec![0; machine.dpus as usize];
+    per_dpu[..dpus as usize].fill(cycles);
     let launch = Host::new(machine)
-        .launch(&cycles)
+        .launch(&per_dpu)
         .expect("one launch stays below the time ceiling");
-    Ok(AppRecord {
-        app: "va".to_owned(),
+    AppRecord {
+        app: app.to_owned(),
         dpus,
         elements,
         elements_per_dpu: share,
-        tasklets: VA_TASKLETS,
+        tasklets,
         dpu_kernel_ms: kernel_time.as_us_f64() / 1000.0,
         launch_ms: launch.as_us_f64() / 1000.0,
-    })
+    }
 }
 
-/// Every published VA run that fits the machine (enough DPUs; MRAM for the share).
+/// Every published VA and RED run that fits the machine (enough DPUs; MRAM for the share).
 pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, LaunchError> {
     use rayon::prelude::*;
-    VA_RUNS
-        .par_iter()
-        .filter(|&&(dpus, elements)| {
-            dpus <= machine.dpus && va_mram_bytes(elements, dpus) <= machine.dpu.mram_size_bytes
+    let fits = |dpus: u32, bytes: u64| dpus <= machine.dpus && bytes <= machine.dpu.mram_size_bytes;
+    let va_runs = VA_RUNS
+        .iter()
+        .filter(|&&(d, n)| fits(d, va_mram_bytes(n, d)))
+        .map(|&(d, n)| (true, d, n));
+    let red_runs = RED_RUNS
+        .iter()
+        .filter(|&&(d, n)| fits(d, n.div_ceil(u64::from(d)) * 8))
+        .map(|&(d, n)| (false, d, n));
+    let runs: Vec<(bool, u32, u64)> = va_runs.chain(red_runs).collect();
+    runs.par_iter()
+        .map(|&(is_va, d, n)| {
+            if is_va {
+                va(machine, d, n)
+            } else {
+                red(machine, d, n)
+            }
         })
-        .map(|&(dpus, elements)| va(machine, dpus, elements))
         .collect()
 }

@@ -11,7 +11,7 @@ mod mram;
 mod stream;
 mod transfer;
 
-pub use apps::{AppRecord, VA_RUNS, apps, va};
+pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
 pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
