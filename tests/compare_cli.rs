@@ -130,6 +130,17 @@ fn different_configurations_and_bad_files_are_refused() {
         &["different configurations", "`config.workload.queries.skew`"],
     );
 
+    // A report of another version of the report shape is not compared metric by metric.
+    let older = d.join("older.json");
+    edit(&a, &older, |v| v["schema_version"] = 1.into());
+    assert_bad(
+        &compare(&older, &a, &[]),
+        &[
+            "different report versions (schema_version 1 and 2)",
+            "refresh",
+        ],
+    );
+
     let missing = d.join("missing.json");
     assert_bad(
         &compare(&a, &missing, &[]),

@@ -50,6 +50,12 @@ fn red_runs_at_six_cycles_per_element_plus_its_final_reduction() {
     // cycle with 16 tasklets; 8 bytes of DMA per element (4.1 cycles of occupancy) overlap.
     let cycles = one.dpu_kernel_ms * 1e-3 * machine.dpu.clock.hz() as f64;
     let per_element = cycles / one.elements_per_dpu as f64;
-    assert!((6.0..6.05).contains(&per_element), "{per_element} cycles per element");
-    assert_eq!(red(&machine, 4, 8_388_608).unwrap().dpu_kernel_ms, one.dpu_kernel_ms);
+    assert!(
+        (6.0..6.05).contains(&per_element),
+        "{per_element} cycles per element"
+    );
+    assert_eq!(
+        red(&machine, 4, 8_388_608).unwrap().dpu_kernel_ms,
+        one.dpu_kernel_ms
+    );
 }

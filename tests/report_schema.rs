@@ -24,7 +24,12 @@ fn reports_carry_their_schema_configuration_hash_and_command_line() {
     for command in ["partition", "run"] {
         let args = [&[command][..], &INPUTS, &["--json", "--quiet"]].concat();
         let r = json(&args);
-        assert_eq!(r["schema_version"], 1, "{command}");
+        assert_eq!(
+            r["schema_version"],
+            pimdes::experiments::REPORT_SCHEMA_VERSION,
+            "{command}"
+        );
+        assert_eq!(pimdes::experiments::REPORT_SCHEMA_VERSION, 2);
         let hash = pimdes::experiments::sweep::config_hash(&r["config"]);
         assert_eq!(r["config_fnv1a64"], hash.as_str(), "{command}");
         let line = r["command_line"].as_str().unwrap();
@@ -280,5 +285,68 @@ fn has_type(v: &Value, t: &str) -> bool {
         "number" => v.is_number(),
         "integer" => v.is_i64() || v.is_u64(),
         other => panic!("unknown type {other}"),
+    }
+}
+
+/// "The same field means the same type in every command": a top-level field of the run,
+/// partition and microbench reports has one type wherever it appears; an object may be
+/// another's subset (run's `mram` has three of partition's four keys). `config` is each
+/// command's own effective configuration and differs by design.
+#[test]
+fn a_field_name_has_one_type_in_every_report() {
+    use std::collections::BTreeMap;
+    let mut seen: BTreeMap<String, (Value, Value, &str)> = BTreeMap::new();
+    let mut clashes = Vec::new();
+    for name in ["run", "partition", "microbench"] {
+        let root = schema(name);
+        for (key, sub) in root["properties"].as_object().unwrap() {
+            if key == "config" {
+                continue;
+            }
+            match seen.get(key) {
+                Some((other_root, other, first)) => {
+                    if !compatible(other_root, other, &root, sub) {
+                        clashes.push(format!("`{key}` differs between {first} and {name}"));
+                    }
+                }
+                None => {
+                    seen.insert(key.clone(), (root.clone(), sub.clone(), name));
+                }
+            }
+        }
+    }
+    assert!(clashes.is_empty(), "{clashes:#?}");
+    assert!(
+        seen.len() > 20,
+        "the walk saw the reports' fields ({})",
+        seen.len()
+    );
+}
+
+/// Whether two schemas (each with its root, for `$ref`s) describe the same type, or objects
+/// one of which has a subset of the other's keys with the same types.
+fn compatible(ra: &Value, a: &Value, rb: &Value, b: &Value) -> bool {
+    let resolve = |root: &Value, s: &Value| -> Value {
+        match s["$ref"].as_str() {
+            Some(r) => root["$defs"][r.trim_start_matches("#/$defs/")].clone(),
+            None => s.clone(),
+        }
+    };
+    let (a, b) = (resolve(ra, a), resolve(rb, b));
+    match (a["properties"].as_object(), b["properties"].as_object()) {
+        (Some(pa), Some(pb)) => {
+            let (small, large, rs, rl) = if pa.len() <= pb.len() {
+                (pa, pb, ra, rb)
+            } else {
+                (pb, pa, rb, ra)
+            };
+            small
+                .iter()
+                .all(|(k, v)| large.get(k).is_some_and(|w| compatible(rs, v, rl, w)))
+        }
+        _ => {
+            let shape = |s: &Value| (s["type"].clone(), s["items"]["type"].clone());
+            shape(&a) == shape(&b)
+        }
     }
 }

@@ -11,8 +11,9 @@ use std::path::Path;
 
 /// Keys of a result that are never compared: `host` describes the simulating machine (wall
 /// time, memory), `config` is checked for equality before anything is compared, and
-/// `git_commit` names the build (null outside a git checkout).
-const IGNORED_KEYS: [&str; 3] = ["host", "config", "git_commit"];
+/// `git_commit` names the build (null outside a git checkout), and `schema_version` is
+/// checked for equality first.
+const IGNORED_KEYS: [&str; 4] = ["host", "config", "git_commit", "schema_version"];
 
 /// How far a metric may move: |new - old| <= atol + rtol * |old|.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -222,6 +223,16 @@ pub fn compare_results(
             format!("{} and {}", base.0, new.0),
             format!(
                 "the results have different configurations (first difference: `{key}`); compare results of the same configuration"
+            ),
+        ));
+    }
+    if base.1.get("schema_version") != new.1.get("schema_version") {
+        return Err(InputError::plain(
+            format!("{} and {}", base.0, new.0),
+            format!(
+                "the results have different report versions (schema_version {} and {}); rerun BASE with this pimdes (for a CI snapshot: refresh it) before comparing",
+                base.1.get("schema_version").unwrap_or(&Value::Null),
+                new.1.get("schema_version").unwrap_or(&Value::Null)
             ),
         ));
     }

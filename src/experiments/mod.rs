@@ -4,7 +4,11 @@
 /// The version of the JSON reports' shape (`schema_version`, first in every `run` and
 /// `partition` report): raised when a field is renamed, removed or changes its type or
 /// meaning; new fields alone keep it. Scripts check it before reading.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+///
+/// 2: `pimdes partition`'s `measured_batches` is the count, as in `pimdes run` (it was the
+/// list of batch indices, now `measured_batch_indices`); `pimdes microbench --json` is one
+/// object with `records` (it was an array of records).
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// pimdes's version, the `version` of every report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

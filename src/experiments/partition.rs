@@ -81,7 +81,10 @@ pub struct PartitionReport {
     pub fits_in_mram: bool,
     pub mram: MramUse,
     pub reference_batch: u64,
-    pub measured_batches: Vec<u64>,
+    /// How many batches were measured (as in `pimdes run`'s report).
+    pub measured_batches: u64,
+    /// Which: their indices in the workload's batch sequence.
+    pub measured_batch_indices: Vec<u64>,
     pub warnings: Vec<String>,
     pub seed: u64,
     pub version: &'static str,
@@ -379,7 +382,8 @@ fn report(
         fits_in_mram: mram.dpus_over == 0,
         mram,
         reference_batch: 0,
-        measured_batches: measured,
+        measured_batches: measured.len() as u64,
+        measured_batch_indices: measured,
         warnings,
         seed: workload.seed,
         version: super::VERSION,
