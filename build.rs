@@ -15,13 +15,31 @@ fn git(args: &[&str]) -> Option<String> {
 fn main() {
     // Rerun when HEAD moves, when the index changes (a commit, a checkout) and when sources
     // change (the dirty mark).
-    for path in [".git/HEAD", ".git/index", "src", "Cargo.toml", "Cargo.lock"] {
+    // `machines` and `workloads`: the binary embeds some of their files.
+    for path in [
+        ".git/HEAD",
+        ".git/index",
+        "src",
+        "machines",
+        "workloads",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={path}");
     }
     if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
         println!("cargo:rerun-if-changed=.git/{head}");
     }
-    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
+    // Only this crate's own checkout counts, not a repository it happens to sit in.
+    let own = git(&["rev-parse", "--show-toplevel"]).is_some_and(|top| {
+        let here = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+        std::fs::canonicalize(top).ok() == std::fs::canonicalize(here).ok()
+    });
+    let commit = if own {
+        git(&["rev-parse", "HEAD"]).unwrap_or_default()
+    } else {
+        String::new()
+    };
     let dirty = !commit.is_empty()
         && git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let suffix = if dirty { "-dirty" } else { "" };

@@ -91,6 +91,22 @@ fn chunk_partitioners_and_runs_refuse_pair_granularity() {
     ]);
     assert_bad(&o, &["key `partition.granularity`", "built from chunks"]);
     let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/pim-tree-get.toml",
+        "--set",
+        "partition.granularity=pair",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "key `partition.granularity`",
+            "pim-tree places keys by hashing",
+        ],
+    );
+    let o = pimdes(&[
         "partition",
         "--machine",
         "machines/paper-2rank.toml",

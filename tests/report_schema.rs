@@ -63,7 +63,14 @@ fn a_run_keeps_every_measured_batch_time() {
 
 // ---- Schemas: generated from the types, committed in docs/schema/, met by real outputs ----
 
-const SCHEMAS: [&str; 5] = ["run", "partition", "microbench", "machine", "workload"];
+const SCHEMAS: [&str; 6] = [
+    "run",
+    "partition",
+    "microbench",
+    "sensitivity",
+    "machine",
+    "workload",
+];
 
 #[test]
 fn committed_schemas_are_the_generated_ones() {
@@ -185,88 +192,130 @@ fn check(root: &Value, s: &Value, v: &Value, at: &str, errors: &mut Vec<String>)
         return;
     };
     for (rule, arg) in rules {
-        match rule.as_str() {
-            "$ref" => {
-                let name = arg.as_str().unwrap().strip_prefix("#/$defs/").unwrap();
-                check(root, &root["$defs"][name], v, at, errors);
-            }
-            "type" => {
-                let types: Vec<&str> = match arg {
-                    Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
-                    t => vec![t.as_str().unwrap()],
-                };
-                if !types.iter().any(|t| has_type(v, t)) {
-                    errors.push(format!("{at}: {v} is not of type {types:?}"));
-                }
-            }
-            "properties" => {
-                for (key, sub) in arg.as_object().unwrap() {
-                    if let Some(x) = v.get(key) {
-                        check(root, sub, x, &format!("{at}.{key}"), errors);
-                    }
-                }
-            }
-            "required" => {
-                for key in arg.as_array().unwrap() {
-                    if v.is_object() && v.get(key.as_str().unwrap()).is_none() {
-                        errors.push(format!("{at}: lacks {key}"));
-                    }
-                }
-            }
-            "additionalProperties" => {
-                let known = rules.get("properties").and_then(Value::as_object);
-                for (key, x) in v.as_object().into_iter().flatten() {
-                    if !known.is_some_and(|k| k.contains_key(key)) {
-                        check(root, arg, x, &format!("{at}.{key}"), errors);
-                    }
-                }
-            }
-            "items" => {
-                for (i, x) in v.as_array().into_iter().flatten().enumerate() {
-                    check(root, arg, x, &format!("{at}[{i}]"), errors);
-                }
-            }
-            "const" if v != arg => errors.push(format!("{at}: {v} is not {arg}")),
-            "enum" if !arg.as_array().unwrap().contains(v) => {
-                errors.push(format!("{at}: {v} is not one of {arg}"));
-            }
-            "oneOf" | "anyOf" => {
-                let passing = arg
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|sub| validate_at(root, sub, v))
-                    .count();
-                let ok = if rule == "oneOf" {
-                    passing == 1
-                } else {
-                    passing >= 1
-                };
-                if !ok {
-                    errors.push(format!("{at}: {passing} alternatives of {rule} match {v}"));
-                }
-            }
-            "allOf" => {
-                for sub in arg.as_array().unwrap() {
-                    check(root, sub, v, at, errors);
-                }
-            }
-            "if" => {
-                if validate_at(root, arg, v) {
-                    check(root, &rules["then"], v, at, errors);
-                }
-            }
-            "minimum" if v.as_f64().is_some_and(|x| x < arg.as_f64().unwrap()) => {
-                errors.push(format!("{at}: {v} is below {arg}"));
-            }
-            "maximum" if v.as_f64().is_some_and(|x| x > arg.as_f64().unwrap()) => {
-                errors.push(format!("{at}: {v} is above {arg}"));
-            }
-            "const" | "enum" | "minimum" | "maximum" | "then" => {}
-            "$schema" | "$defs" | "title" | "description" | "format" | "default" => {}
-            other => errors.push(format!("{at}: the test's validator lacks `{other}`")),
+        let known = value_rule(rule, arg, v, at, errors)
+            || object_rule(root, rules, rule, arg, v, at, errors)
+            || combined_rule(root, rules, rule, arg, v, at, errors);
+        if !known {
+            errors.push(format!("{at}: the test's validator lacks `{rule}`"));
         }
     }
+}
+
+/// The rules on the value itself; false when `rule` is not one of them.
+fn value_rule(rule: &str, arg: &Value, v: &Value, at: &str, errors: &mut Vec<String>) -> bool {
+    match rule {
+        "type" => {
+            let types: Vec<&str> = match arg {
+                Value::Array(a) => a.iter().map(|t| t.as_str().unwrap()).collect(),
+                t => vec![t.as_str().unwrap()],
+            };
+            if !types.iter().any(|t| has_type(v, t)) {
+                errors.push(format!("{at}: {v} is not of type {types:?}"));
+            }
+        }
+        "const" if v != arg => errors.push(format!("{at}: {v} is not {arg}")),
+        "enum" if !arg.as_array().unwrap().contains(v) => {
+            errors.push(format!("{at}: {v} is not one of {arg}"));
+        }
+        "minimum" if v.as_f64().is_some_and(|x| x < arg.as_f64().unwrap()) => {
+            errors.push(format!("{at}: {v} is below {arg}"));
+        }
+        "maximum" if v.as_f64().is_some_and(|x| x > arg.as_f64().unwrap()) => {
+            errors.push(format!("{at}: {v} is above {arg}"));
+        }
+        "const" | "enum" | "minimum" | "maximum" | "then" => {}
+        "$schema" | "$defs" | "title" | "description" | "format" | "default" => {}
+        _ => return false,
+    }
+    true
+}
+
+/// The rules on an object's keys and an array's items; false when `rule` is not one.
+fn object_rule(
+    root: &Value,
+    rules: &serde_json::Map<String, Value>,
+    rule: &str,
+    arg: &Value,
+    v: &Value,
+    at: &str,
+    errors: &mut Vec<String>,
+) -> bool {
+    match rule {
+        "properties" => {
+            for (key, sub) in arg.as_object().unwrap() {
+                if let Some(x) = v.get(key) {
+                    check(root, sub, x, &format!("{at}.{key}"), errors);
+                }
+            }
+        }
+        "required" => {
+            for key in arg.as_array().unwrap() {
+                if v.is_object() && v.get(key.as_str().unwrap()).is_none() {
+                    errors.push(format!("{at}: lacks {key}"));
+                }
+            }
+        }
+        "additionalProperties" => {
+            let known = rules.get("properties").and_then(Value::as_object);
+            for (key, x) in v.as_object().into_iter().flatten() {
+                if !known.is_some_and(|k| k.contains_key(key)) {
+                    check(root, arg, x, &format!("{at}.{key}"), errors);
+                }
+            }
+        }
+        "items" => {
+            for (i, x) in v.as_array().into_iter().flatten().enumerate() {
+                check(root, arg, x, &format!("{at}[{i}]"), errors);
+            }
+        }
+        _ => return false,
+    }
+    true
+}
+
+/// References and combinations of schemas; false when `rule` is not one of them.
+fn combined_rule(
+    root: &Value,
+    rules: &serde_json::Map<String, Value>,
+    rule: &str,
+    arg: &Value,
+    v: &Value,
+    at: &str,
+    errors: &mut Vec<String>,
+) -> bool {
+    match rule {
+        "$ref" => {
+            let name = arg.as_str().unwrap().strip_prefix("#/$defs/").unwrap();
+            check(root, &root["$defs"][name], v, at, errors);
+        }
+        "oneOf" | "anyOf" => {
+            let alternatives = arg.as_array().unwrap();
+            let passing = alternatives
+                .iter()
+                .filter(|sub| validate_at(root, sub, v))
+                .count();
+            let ok = if rule == "oneOf" {
+                passing == 1
+            } else {
+                passing >= 1
+            };
+            if !ok {
+                errors.push(format!("{at}: {passing} alternatives of {rule} match {v}"));
+            }
+        }
+        "allOf" => {
+            for sub in arg.as_array().unwrap() {
+                check(root, sub, v, at, errors);
+            }
+        }
+        "if" => {
+            if validate_at(root, arg, v) {
+                check(root, &rules["then"], v, at, errors);
+            }
+        }
+        _ => return false,
+    }
+    true
 }
 
 fn validate_at(root: &Value, s: &Value, v: &Value) -> bool {
@@ -297,7 +346,7 @@ fn a_field_name_has_one_type_in_every_report() {
     use std::collections::BTreeMap;
     let mut seen: BTreeMap<String, (Value, Value, &str)> = BTreeMap::new();
     let mut clashes = Vec::new();
-    for name in ["run", "partition", "microbench"] {
+    for name in ["run", "partition", "microbench", "sensitivity"] {
         let root = schema(name);
         for (key, sub) in root["properties"].as_object().unwrap() {
             if key == "config" {

@@ -57,7 +57,8 @@ fn each_parameter_moves_alone_against_the_unchanged_run() {
         (&variants[2]["value"], &variants[3]["value"]),
         (&Value::from(8), &Value::from(32))
     );
-    assert!(change(2) != 0.0 && change(3) != 0.0, "{variants:?}");
+    // Half the DPUs: each holds and serves twice as much, so the batch is slower.
+    assert!(change(2) > 0.0 && change(3) != 0.0, "{variants:?}");
 }
 
 #[test]

@@ -212,7 +212,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 #[test]
 fn bad_manifests_name_the_file_and_key() {
     let d = dir("sweep_bad");
-    let cases: [(&str, &[&str]); 12] = [
+    let cases: [(&str, &[&str]); 13] = [
         (
             "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
             &["key `partition.partitioner`", "overridden"],
@@ -249,6 +249,10 @@ fn bad_manifests_name_the_file_and_key() {
         (
             "command = \"run\"\n[ranges]\ndeviation.base_partition = [5, 1]",
             &["key `ranges.deviation.base_partition`", "first <= last"],
+        ),
+        (
+            "command = \"run\"\n[ranges]\nseed = [-9223372036854775808, 9223372036854775807]",
+            &["key `ranges.seed`", "at most 100000"],
         ),
         (
             "command = \"run\"\n[ranges]\nseed = [0, 99_999]\n[grid]\nqueries.skew = [0.6, 1.0]",

@@ -77,8 +77,15 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
                 ),
             )
         })?
-        .map_err(|e| Error::from(e).attributed(&machine.attribution))?;
+        .map_err(|e| e.attributed(&machine.attribution))?;
     drop(progress);
+    let skipped = microbench::apps_skipped(&machine);
+    if skipped > 0 && ["apps", "all"].contains(&args.name.as_str()) {
+        eprintln!(
+            "warning: {skipped} of the published PrIM application runs need more DPUs or MRAM than machine {} has; they were skipped",
+            machine.name
+        );
+    }
     let text = if args.json {
         let transfer = ["transfer", "all"]
             .contains(&args.name.as_str())
@@ -103,6 +110,15 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
         machine.dpus,
         machine.dpu.clock.hz() as f64 / 1e6
     );
+    arithmetic_table(&mut s, records);
+    mram_table(&mut s, records);
+    stream_table(&mut s, records);
+    transfer_table(&mut s, records);
+    apps_table(&mut s, records);
+    s
+}
+
+fn arithmetic_table(s: &mut String, records: &[Record]) {
     let arithmetic: Vec<_> = records
         .iter()
         .filter_map(|r| match r {
@@ -113,7 +129,7 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
     if !arithmetic.is_empty() {
         let _ = writeln!(s, "\narithmetic throughput, MOPS per DPU, by tasklets");
         pivot_by_tasklets(
-            &mut s,
+            s,
             &arithmetic,
             PivotColumns {
                 label: "op type",
@@ -126,6 +142,9 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
             |a| (a.tasklets, a.mops),
         );
     }
+}
+
+fn mram_table(s: &mut String, records: &[Record]) {
     let mram: Vec<_> = records
         .iter()
         .filter_map(|r| match r {
@@ -152,6 +171,9 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
             );
         }
     }
+}
+
+fn stream_table(s: &mut String, records: &[Record]) {
     let stream: Vec<_> = records
         .iter()
         .filter_map(|r| match r {
@@ -162,7 +184,7 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
     if !stream.is_empty() {
         let _ = writeln!(s, "\nSTREAM, MB/s per DPU, by tasklets");
         pivot_by_tasklets(
-            &mut s,
+            s,
             &stream,
             PivotColumns {
                 label: "kernel memory",
@@ -175,9 +197,6 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
             |a| (a.tasklets, a.bandwidth_mb_per_s),
         );
     }
-    transfer_table(&mut s, records);
-    apps_table(&mut s, records);
-    s
 }
 
 fn transfer_table(s: &mut String, records: &[Record]) {

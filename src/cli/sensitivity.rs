@@ -62,7 +62,7 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
         factors: args.factors.clone(),
     };
     let (mut count, quiet) = (0, args.quiet);
-    let s = study(&inputs, &mut |v: &Variant| {
+    let mut s = study(&inputs, &mut |v: &Variant| {
         count += 1;
         if !quiet {
             eprintln!(
@@ -73,6 +73,7 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
             );
         }
     })?;
+    s.command_line = Some(super::command_line());
     let mut json = serde_json::to_string_pretty(&s).expect("studies serialise");
     json.push('\n');
     if let Some(out) = &args.out {

@@ -44,6 +44,13 @@ pub fn host(
     runs: u32,
 ) -> Result<Vec<Measured>, crate::error::Error> {
     let runs = runs.clamp(1, MAX_RUNS);
+    if workload.granularity == crate::workload::spec::Granularity::Pair {
+        let reason = "calibrate times B+-Forest's routing table, which is cut between chunks; set partition.granularity = \"chunk\"";
+        return Err(workload
+            .attribution
+            .error_at("partition.granularity", reason)
+            .into());
+    }
     let prepared = Prepared::new(machine, workload)?;
     let partitioning = prepared.partition(partitioner, workload)?;
     let table = RoutingTable::new(&partitioning, &prepared.data);
@@ -173,7 +180,8 @@ pub fn fragment(cpu: &str, threads: usize, runs: u32, measured: &[Measured]) -> 
         super::VERSION
     );
     s.push_str(&format!(
-        "cpu = {cpu:?}   # [meas] /proc/cpuinfo of the calibrating machine\n"
+        "cpu = {}   # [meas] /proc/cpuinfo of the calibrating machine\n",
+        toml::Value::String(cpu.to_owned())
     ));
     s.push_str(&format!(
         "threads = {threads}   # [meas] hardware threads the calibrating process could use\n"
@@ -181,8 +189,9 @@ pub fn fragment(cpu: &str, threads: usize, runs: u32, measured: &[Measured]) -> 
     for m in measured {
         // Machine files refuse zero; a step faster than the clock's resolution rounds up.
         let value = (m.ns_per_unit * 1000.0).round().max(1.0) / 1000.0;
+        // `{:?}` keeps the decimal point (84.0, not 84): the keys are floats.
         s.push_str(&format!(
-            "{} = {value}   # [meas] pimdes calibrate host: {}\n",
+            "{} = {value:?}   # [meas] pimdes calibrate host: {}\n",
             m.key, m.what
         ));
     }

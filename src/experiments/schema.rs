@@ -10,9 +10,16 @@ use crate::workload::spec::RawWorkload;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
 
-/// What has a schema: three reports (`--json` of `run`, `partition`, `microbench`) and the
-/// two input files.
-pub const NAMES: [&str; 5] = ["run", "partition", "microbench", "machine", "workload"];
+/// What has a schema: four reports (`--json` of `run`, `partition`, `microbench`,
+/// `sensitivity`) and the two input files.
+pub const NAMES: [&str; 6] = [
+    "run",
+    "partition",
+    "microbench",
+    "sensitivity",
+    "machine",
+    "workload",
+];
 
 /// The schema called `name` (one of [`NAMES`]), as pretty JSON with a final newline.
 pub fn schema(name: &str) -> Option<String> {
@@ -20,6 +27,7 @@ pub fn schema(name: &str) -> Option<String> {
         "run" => run_schema(),
         "partition" => output::<PartitionReport>(),
         "microbench" => output::<MicrobenchReport>(),
+        "sensitivity" => output::<super::sensitivity::Study>(),
         "machine" => input::<RawMachine>(),
         "workload" => input::<RawWorkload>(),
         _ => return None,

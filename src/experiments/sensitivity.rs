@@ -6,6 +6,7 @@
 
 use crate::config::{InputError, Override};
 use crate::error::Error;
+use crate::experiments::estimate::{Limits, check_run};
 use crate::experiments::run::{Named, RunReport, Silent, run};
 use crate::machine::Machine;
 use crate::partition::Partitioner;
@@ -24,8 +25,11 @@ pub fn estimated_keys(text: &str) -> Vec<(String, toml::Value)> {
     let mut keys = Vec::new();
     for line in text.lines() {
         let line = line.trim();
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = name.trim().to_owned();
+        // A table header, possibly followed by a comment (machine files have no arrays of
+        // tables; `[[...]]` would not be a machine key's section).
+        let header = line.split('#').next().unwrap_or("").trim();
+        if let Some(name) = header.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.trim().trim_matches(['[', ']']).trim().to_owned();
             continue;
         }
         let Some((assignment, comment)) = line.split_once('#') else {
@@ -83,7 +87,7 @@ fn effective_value(machine: &Machine, key: &str) -> Option<(toml::Value, bool)> 
 }
 
 /// The figures of one run that the study compares.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Figures {
     pub batch_time_us: f64,
     pub breakdown_us: Named,
@@ -99,11 +103,15 @@ impl Figures {
 }
 
 /// One parameter moved by one factor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Variant {
     pub key: String,
+    /// The effective value (a number).
+    #[schemars(with = "f64")]
     pub base_value: toml::Value,
     pub factor: f64,
+    /// The value this variant ran with (a number).
+    #[schemars(with = "f64")]
     pub value: toml::Value,
     /// `None` when the simulator refused the variant (see `refused`).
     pub figures: Option<Figures>,
@@ -112,12 +120,24 @@ pub struct Variant {
     pub refused: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Study {
+    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    pub schema_version: u32,
     pub baseline: Figures,
     pub factors: Vec<f64>,
     /// Every variant, parameters in file order, factors in the given order.
     pub variants: Vec<Variant>,
+    pub version: &'static str,
+    /// The git commit of the build (`-dirty` with uncommitted changes); null outside git.
+    pub git_commit: Option<&'static str>,
+    /// The command line that made the study, when a command made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_line: Option<String>,
+    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    pub config_fnv1a64: String,
+    /// The unchanged run's effective configuration.
+    pub config: crate::experiments::partition::EffectiveConfig,
 }
 
 /// What a study runs: the inputs as the user gave them, and the keys to move.
@@ -136,68 +156,76 @@ pub struct Inputs<'a> {
 /// variant as it finishes.
 pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, Error> {
     let (machine, workload) = load(inputs, None)?;
+    // Every key resolved before anything runs, so a wrong key fails at once.
+    let keys = inputs
+        .keys
+        .iter()
+        .map(|key| {
+            let (value, integer) = effective_value(&machine, key).ok_or_else(|| {
+                InputError::key(
+                    inputs.machine_path.display().to_string(),
+                    key,
+                    "not a numeric key of the machine",
+                )
+            })?;
+            Ok((key, value, integer))
+        })
+        .collect::<Result<Vec<_>, InputError>>()?;
     let base = run(&machine, &workload, inputs.partitioner, &mut Silent)?;
     let baseline = Figures::of(&base);
     let mut variants = Vec::new();
-    for key in &inputs.keys {
-        let (base_value, integer) = effective_value(&machine, key).ok_or_else(|| {
-            InputError::key(
-                inputs.machine_path.display().to_string(),
-                key,
-                "not a numeric key of the machine",
-            )
-        })?;
-        let base_value = &base_value;
+    for (key, base_value, integer) in &keys {
         for &factor in &inputs.factors {
-            let value = scaled(base_value, factor, integer);
-            let outcome = load(inputs, Some((key, &value)))
-                .and_then(|(m, w)| run(&m, &w, inputs.partitioner, &mut Silent));
-            let variant = match outcome {
-                Ok(report) => {
-                    let figures = Figures::of(&report);
-                    let change = 100.0 * (figures.batch_time_us / baseline.batch_time_us - 1.0);
-                    variant(
-                        key,
-                        base_value,
-                        factor,
-                        value,
-                        Some(figures),
-                        Some(change),
-                        None,
-                    )
-                }
-                Err(e) if e.exit_code() == crate::error::EXIT_BAD_INPUT => variant(
-                    key,
-                    base_value,
-                    factor,
-                    value,
-                    None,
-                    None,
-                    Some(e.to_string()),
-                ),
-                Err(e) => return Err(e),
-            };
+            let value = scaled(base_value, factor, *integer);
+            let variant = run_variant(inputs, &baseline, (key, base_value), factor, value)?;
             done(&variant);
             variants.push(variant);
         }
     }
+    let config = crate::experiments::partition::EffectiveConfig::of(
+        &machine,
+        &workload,
+        inputs.partitioner.name(),
+    );
     Ok(Study {
+        schema_version: super::REPORT_SCHEMA_VERSION,
         baseline,
         factors: inputs.factors.clone(),
         variants,
+        version: super::VERSION,
+        git_commit: super::git_commit(),
+        command_line: None,
+        config_fnv1a64: super::config_fnv1a64(&config),
+        config,
     })
 }
 
-fn variant(
-    key: &str,
-    base_value: &toml::Value,
+/// Runs `key` at `value` (its base times `factor`); a refusal of the simulator is the
+/// variant's result, a host limit or a simulator bug stops the study.
+fn run_variant(
+    inputs: &Inputs,
+    baseline: &Figures,
+    (key, base_value): (&str, &toml::Value),
     factor: f64,
     value: toml::Value,
-    figures: Option<Figures>,
-    batch_time_change_pct: Option<f64>,
-    refused: Option<String>,
-) -> Variant {
-    Variant {
+) -> Result<Variant, Error> {
+    let outcome = match load(inputs, Some((key, &value))) {
+        Ok((m, w)) => {
+            // This host's limits stop the study (another host could run it).
+            check_run(&m, &w, &Limits::host())?;
+            run(&m, &w, inputs.partitioner, &mut Silent)
+        }
+        Err(e) => Err(e),
+    };
+    let (figures, refused) = match outcome {
+        Ok(report) => (Some(Figures::of(&report)), None),
+        Err(e) if e.exit_code() == crate::error::EXIT_BAD_INPUT => (None, Some(e.to_string())),
+        Err(e) => return Err(e),
+    };
+    let batch_time_change_pct = figures
+        .as_ref()
+        .map(|f| 100.0 * (f.batch_time_us / baseline.batch_time_us - 1.0));
+    Ok(Variant {
         key: key.to_owned(),
         base_value: base_value.clone(),
         factor,
@@ -205,7 +233,7 @@ fn variant(
         figures,
         batch_time_change_pct,
         refused,
-    }
+    })
 }
 
 /// The machine and workload with the user's overrides, and `moved` (machine key, value)

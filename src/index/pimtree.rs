@@ -494,6 +494,12 @@ struct PimTreeFields {
 /// What this version of the PIM-tree model runs; anything else is refused before work.
 fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     let err = |key: &str, reason: String| Err(workload.attribution.error_at(key, reason));
+    if workload.granularity == crate::workload::spec::Granularity::Pair {
+        return err(
+            "partition.granularity",
+            "pim-tree places keys by hashing and does not partition; `pair` granularity is for `pimdes partition` with data-balanced or query-balanced".to_owned(),
+        );
+    }
     if workload.kind != QueryKind::Get {
         return err(
             "queries.kind",

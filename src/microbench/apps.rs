@@ -16,7 +16,8 @@
 //! sums. The host shares the input out as for VA (8-byte elements need no rounding).
 
 use super::launch_one;
-use crate::dpu::{Kernel, KernelError, LaunchError, Op, Tasklet};
+use crate::dpu::{Kernel, KernelError, Op, Tasklet};
+use crate::error::Error;
 use crate::host::Host;
 use crate::machine::Machine;
 use serde::Serialize;
@@ -142,7 +143,7 @@ fn va_input(v: u64, i: u64) -> i32 {
 }
 
 /// One VA run: `elements` in all on `dpus` DPUs of `machine`, the result checked.
-pub fn va(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, LaunchError> {
+pub fn va(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, Error> {
     let share = va_share(elements, dpus);
     let share_bytes = share * ELEMENT_BYTES;
     let kernel = VectorAdd { share_bytes };
@@ -159,20 +160,20 @@ pub fn va(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, Laun
     dpu.mram().read(share_bytes, &mut out);
     for (i, y) in out.chunks_exact(4).enumerate() {
         let want = va_input(0, i as u64).wrapping_add(va_input(1, i as u64));
-        assert_eq!(
-            i32::from_le_bytes(y.try_into().expect("4 bytes")),
-            want,
-            "VA result wrong at element {i}"
-        );
+        if i32::from_le_bytes(y.try_into().expect("4 bytes")) != want {
+            return Err(Error::Verification(format!(
+                "VA on {dpus} DPUs: element {i} wrong"
+            )));
+        }
     }
-    Ok(record(
+    record(
         machine,
         ("va", VA_TASKLETS),
         dpus,
         elements,
         share,
         report.cycles,
-    ))
+    )
 }
 
 struct Reduction {
@@ -220,7 +221,7 @@ impl Kernel for Reduction {
 }
 
 /// One RED run: `elements` int64 in all on `dpus` DPUs, the sum checked.
-pub fn red(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, LaunchError> {
+pub fn red(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, Error> {
     let share = elements.div_ceil(u64::from(dpus));
     let kernel = Reduction {
         share_bytes: share * 8,
@@ -233,18 +234,23 @@ pub fn red(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, Lau
         d.mram_mut().write(0, &bytes)
     })?;
     let want = input.iter().fold(0i64, |s, &x| s.wrapping_add(x));
-    assert_eq!(kernel.total.load(Relaxed), want, "RED's sum is wrong");
-    Ok(record(
+    if kernel.total.load(Relaxed) != want {
+        return Err(Error::Verification(format!(
+            "RED on {dpus} DPUs: wrong sum"
+        )));
+    }
+    record(
         machine,
         ("red", RED_TASKLETS),
         dpus,
         elements,
         share,
         report.cycles,
-    ))
+    )
 }
 
-/// The record of `dpus` DPUs each running `cycles` of one application (name, tasklets).
+/// The record of `dpus` DPUs each running `cycles` of one application (name, tasklets); an
+/// error when the launch would pass the simulator's time ceiling (absurd machine costs).
 fn record(
     machine: &Machine,
     (app, tasklets): (&str, u32),
@@ -252,15 +258,13 @@ fn record(
     elements: u64,
     share: u64,
     cycles: u64,
-) -> AppRecord {
+) -> Result<AppRecord, Error> {
     let kernel_time = machine.dpu.clock.to_time(crate::engine::Cycles(cycles));
     // The first `dpus` DPUs run it (PrIM allocates that many; the others stay idle).
     let mut per_dpu = vec![0; machine.dpus as usize];
     per_dpu[..dpus as usize].fill(cycles);
-    let launch = Host::new(machine)
-        .launch(&per_dpu)
-        .expect("one launch stays below the time ceiling");
-    AppRecord {
+    let launch = Host::new(machine).launch(&per_dpu)?;
+    Ok(AppRecord {
         app: app.to_owned(),
         dpus,
         elements,
@@ -268,22 +272,34 @@ fn record(
         tasklets,
         dpu_kernel_ms: kernel_time.as_us_f64() / 1000.0,
         launch_ms: launch.as_us_f64() / 1000.0,
-    }
+    })
 }
 
-/// Every published VA and RED run that fits the machine (enough DPUs; MRAM for the share).
-pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, LaunchError> {
-    use rayon::prelude::*;
+/// Every published run as (VA?, DPUs, elements), and whether `machine` can hold it (enough
+/// DPUs; MRAM for the share).
+fn runs(machine: &Machine) -> Vec<((bool, u32, u64), bool)> {
     let fits = |dpus: u32, bytes: u64| dpus <= machine.dpus && bytes <= machine.dpu.mram_size_bytes;
     let va_runs = VA_RUNS
         .iter()
-        .filter(|&&(d, n)| fits(d, va_mram_bytes(n, d)))
-        .map(|&(d, n)| (true, d, n));
+        .map(|&(d, n)| ((true, d, n), fits(d, va_mram_bytes(n, d))));
     let red_runs = RED_RUNS
         .iter()
-        .filter(|&&(d, n)| fits(d, n.div_ceil(u64::from(d)) * 8))
-        .map(|&(d, n)| (false, d, n));
-    let runs: Vec<(bool, u32, u64)> = va_runs.chain(red_runs).collect();
+        .map(|&(d, n)| ((false, d, n), fits(d, n.div_ceil(u64::from(d)) * 8)));
+    va_runs.chain(red_runs).collect()
+}
+
+/// How many published runs `machine` cannot hold ([`apps`] leaves them out).
+pub fn apps_skipped(machine: &Machine) -> usize {
+    runs(machine).iter().filter(|(_, fits)| !fits).count()
+}
+
+/// Every published VA and RED run that fits the machine.
+pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, Error> {
+    use rayon::prelude::*;
+    let runs: Vec<(bool, u32, u64)> = runs(machine)
+        .into_iter()
+        .filter_map(|(run, fits)| fits.then_some(run))
+        .collect();
     runs.par_iter()
         .map(|&(is_va, d, n)| {
             if is_va {

@@ -11,7 +11,7 @@ mod mram;
 mod stream;
 mod transfer;
 
-pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, red, va};
+pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, apps_skipped, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
 pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
@@ -19,6 +19,7 @@ pub use transfer::{TransferDirection, TransferMode, TransferRecord, TransferSwee
 
 use crate::config::InputError;
 use crate::dpu::{Dpu, Kernel, LaunchError, LaunchReport};
+use crate::error::Error;
 use crate::machine::Machine;
 use serde::Serialize;
 
@@ -38,7 +39,7 @@ pub enum Record {
 
 /// Runs suite `name` (one of [`SUITES`]) with the transfer suite's default sweep; `None` if
 /// the name is unknown.
-pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, LaunchError>> {
+pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, Error>> {
     run_with(name, machine, &TransferSweep::default_for(machine))
 }
 
@@ -47,13 +48,17 @@ pub fn run_with(
     name: &str,
     machine: &Machine,
     sweep: &TransferSweep,
-) -> Option<Result<Vec<Record>, LaunchError>> {
+) -> Option<Result<Vec<Record>, Error>> {
     let records = match name {
-        "arithmetic" => {
-            arithmetic(machine).map(|r| r.into_iter().map(Record::Arithmetic).collect())
-        }
-        "mram" => mram(machine).map(|r| r.into_iter().map(Record::Mram).collect()),
-        "stream" => stream(machine).map(|r| r.into_iter().map(Record::Stream).collect()),
+        "arithmetic" => arithmetic(machine)
+            .map(|r| r.into_iter().map(Record::Arithmetic).collect())
+            .map_err(Error::from),
+        "mram" => mram(machine)
+            .map(|r| r.into_iter().map(Record::Mram).collect())
+            .map_err(Error::from),
+        "stream" => stream(machine)
+            .map(|r| r.into_iter().map(Record::Stream).collect())
+            .map_err(Error::from),
         "transfer" => Ok(transfer(machine, sweep)
             .into_iter()
             .map(Record::Transfer)

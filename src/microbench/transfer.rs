@@ -126,8 +126,8 @@ fn positive_list<T: TryFrom<u64>>(value: &toml::Value, max: u64) -> Result<Vec<T
 }
 
 /// The DPU sets of `ranks` rank counts: (ranks, DPUs, membership by global DPU). One rank
-/// gives 1, 2, 4, ... 64 DPUs of the fullest rank (as PrIM measured on a full rank); R ranks
-/// give every usable DPU of the first R.
+/// gives 1, 2, 4, ... 64 DPUs of the fullest rank (as PrIM measured on a full rank) and all
+/// its usable DPUs; R ranks give every usable DPU of the first R.
 fn dpu_sets(machine: &Machine, ranks: &[u32]) -> Vec<(u32, u32, Vec<bool>)> {
     let per_rank = &machine.usable_dpus_per_rank;
     let mut sets = Vec::new();
@@ -136,7 +136,15 @@ fn dpu_sets(machine: &Machine, ranks: &[u32]) -> Vec<(u32, u32, Vec<bool>)> {
             let largest = per_rank.iter().copied().max().unwrap_or(0);
             let rank = per_rank.iter().position(|&n| n == largest).unwrap_or(0) as u32;
             let first = machine.first_dpu_of_rank(rank);
-            for n in (0..7).map(|i| 1u32 << i).filter(|&n| n <= largest) {
+            let mut counts: Vec<u32> = (0..7)
+                .map(|i| 1u32 << i)
+                .filter(|&n| n <= largest)
+                .collect();
+            // A rank with faulty DPUs: its whole usable set too.
+            if counts.last() != Some(&largest) {
+                counts.push(largest);
+            }
+            for n in counts {
                 let set = (0..machine.dpus)
                     .map(|d| d >= first && d < first + n)
                     .collect();

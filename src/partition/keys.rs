@@ -21,17 +21,19 @@ pub struct KeyPartitioning {
 }
 
 impl KeyPartitioning {
-    /// The DPU whose key range holds `key`.
+    /// The DPU that holds `key`: the last DPU with pairs whose range starts at or below it
+    /// (DPUs without pairs own no key, whatever their start).
     pub fn dpu_of(&self, key: u64) -> usize {
-        self.starts.partition_point(|&s| s <= key) - 1
+        let mut d = self.starts.partition_point(|&s| s <= key) - 1;
+        while d > 0 && self.pairs[d] == 0 {
+            d -= 1;
+        }
+        d
     }
 
-    /// The DPUs a query over keys `lo..=hi` reaches: every DPU with a non-empty key range
-    /// between its ends.
+    /// The DPUs a query over keys `lo..=hi` reaches: every DPU with pairs between its ends.
     pub fn reached(&self, lo: u64, hi: u64) -> impl Iterator<Item = usize> + '_ {
-        let last = self.starts.len() - 1;
-        (self.dpu_of(lo)..=self.dpu_of(hi))
-            .filter(move |&d| d == last || self.starts[d] < self.starts[d + 1])
+        (self.dpu_of(lo)..=self.dpu_of(hi)).filter(move |&d| self.pairs[d] > 0)
     }
 
     /// Cuts at the pair ranks `cuts` (one per DPU after the first, non-decreasing).
@@ -175,6 +177,7 @@ mod tests {
         // Counted keys above every pair leave the last DPUs an empty range.
         let high = query_balanced(&d, vec![keys[9_999] + 1; 8], 4);
         assert_eq!(high.pairs, [d.pairs, 0, 0, 0]);
-        assert_eq!(high.reached(0, u64::MAX).collect::<Vec<_>>(), [0, 3]);
+        assert_eq!(high.reached(0, u64::MAX).collect::<Vec<_>>(), [0]);
+        assert_eq!(high.dpu_of(u64::MAX), 0, "an empty DPU owns no key");
     }
 }

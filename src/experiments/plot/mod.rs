@@ -145,9 +145,11 @@ fn lines(spec: &PlotSpec, rows: &[Value]) -> Vec<Line> {
     out
 }
 
-/// The bars of a stacked chart: one per row, labelled by x (and series).
+/// The bars of a stacked chart: one per row that has numbers (not a refused point),
+/// labelled by x (and series).
 fn bars(spec: &PlotSpec, rows: &[Value]) -> Vec<Bar> {
     rows.iter()
+        .filter(|r| !refused(r))
         .map(|r| {
             let mut label = as_label(cell(r, &spec.x));
             if let Some(s) = &spec.series {
@@ -199,8 +201,7 @@ fn format_cell(v: Option<&Value>) -> String {
     }
 }
 
-/// The column of a refused point's reason (see `sweep::collect`).
-const REFUSED: &str = "refused.reason";
+use crate::experiments::sweep::collect::REFUSED;
 
 fn refused(row: &Value) -> bool {
     cell(row, REFUSED).is_some_and(Value::is_string)

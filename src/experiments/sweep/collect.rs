@@ -48,7 +48,7 @@ fn at<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
 
 /// Why a point was refused (see the manifest's `record_refused`): a column only when some
 /// point was, empty for the others.
-const REFUSED: &str = "refused.reason";
+pub const REFUSED: &str = "refused.reason";
 
 /// The result columns: fixed per command, plus every `breakdown_us` entry of a run, plus
 /// the refusal's reason when a point was refused.

@@ -320,8 +320,9 @@ fn range_values(origin: &str, key: &str, value: &toml::Value) -> Result<toml::Va
             "needs first <= last and a step of at least 1 (got [{first}, {last}, {step}])"
         )));
     }
-    let count = (last.abs_diff(first) / step.unsigned_abs()) + 1;
-    if count > MAX_POINTS {
+    let span = last.abs_diff(first) / step.unsigned_abs();
+    let count = span.saturating_add(1);
+    if span >= MAX_POINTS {
         return Err(bad(format!(
             "has {count} values; at most {MAX_POINTS} (give a larger step)"
         )));

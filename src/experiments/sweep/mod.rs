@@ -244,15 +244,19 @@ impl Refusal {
     }
 }
 
-/// Whether `path` holds a complete result of `command` with configuration `config` (or
-/// the record of its refusal).
-fn up_to_date(path: &Path, config: &Value, command: SweepCommand) -> bool {
+/// Whether `path` holds a complete result of `m`'s command with configuration `config`, in
+/// this pimdes's report shape (or the record of its refusal, when `m` records refusals).
+fn up_to_date(path: &Path, config: &Value, m: &Manifest) -> bool {
     let Ok(result) = load_result(path) else {
         return false;
     };
+    let current = result["schema_version"] == crate::experiments::REPORT_SCHEMA_VERSION;
     let is_run = result.get("batch_time_us").is_some();
-    let refused = result.get("refused").is_some();
-    result["config"] == *config && (refused || is_run == (command == SweepCommand::Run))
+    let kind_ok = match result.get("refused") {
+        Some(_) => m.record_refused,
+        None => is_run == (m.command == SweepCommand::Run),
+    };
+    current && result["config"] == *config && kind_ok
 }
 
 fn pretty(value: &impl Serialize, path: &Path) -> Result<String, Error> {
@@ -274,7 +278,7 @@ pub fn run_point(
 ) -> Result<Outcome, Error> {
     let inputs = point_inputs(m, p)?;
     let path = dir.join(&p.file);
-    if up_to_date(&path, &inputs.config, m.command) {
+    if up_to_date(&path, &inputs.config, m) {
         return Ok(Outcome::UpToDate);
     }
     let seed = Some(inputs.workload.seed);
@@ -301,6 +305,8 @@ pub fn run_point(
     let (text, outcome) = match result {
         Ok((text, warnings)) => (text, Outcome::Ran { warnings }),
         Err(e) if m.record_refused && e.exit_code() == crate::error::EXIT_BAD_INPUT => {
+            // A kernel's machine limit is named by the key that set it.
+            let e = e.attributed(&inputs.machine.attribution);
             let refused = RefusedPoint {
                 schema_version: crate::experiments::REPORT_SCHEMA_VERSION,
                 refused: Refusal::of(&e),
