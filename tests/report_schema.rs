@@ -120,13 +120,40 @@ fn every_report_meets_its_schema() {
             "partition",
             json(&[&["partition"][..], &INPUTS, &["--json", "--quiet"]].concat()),
         ),
+        // Every suite's records.
         (
             "microbench",
-            json(&["microbench", "mram", "--json", "--quiet"]),
+            json(&["microbench", "all", "--json", "--quiet"]),
         ),
         (
-            "microbench",
-            json(&["microbench", "transfer", "--json", "--quiet"]),
+            "partition",
+            json(
+                &[
+                    &["partition"][..],
+                    &INPUTS,
+                    &["--partitioner", "query-balanced"],
+                    &["--set", "partition.granularity=pair", "--json", "--quiet"],
+                ]
+                .concat(),
+            ),
+        ),
+        (
+            "sensitivity",
+            json(
+                &[
+                    &["sensitivity"][..],
+                    &INPUTS,
+                    &["--keys", "transfer.host_cap_gb_per_s", "--factors", "2"],
+                    &[
+                        "--set",
+                        "machine.ranks=1",
+                        "--set",
+                        "machine.usable_dpus=16",
+                    ],
+                    &["--json", "--quiet"],
+                ]
+                .concat(),
+            ),
         ),
     ];
     for (name, report) in &reports {

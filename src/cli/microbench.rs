@@ -46,7 +46,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .partition(|o| o.strip_prefix("machine").is_some());
     if let Some(o) = suite_sets.iter().find(|o| {
         o.strip_prefix("microbench.transfer").is_none()
-            || !["transfer", "all"].contains(&args.name.as_str())
+            || !microbench::includes(&args.name, "transfer")
     }) {
         return Err(InputError::key(
             format!("--set {}", o.text),
@@ -80,16 +80,14 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .map_err(|e| e.attributed(&machine.attribution))?;
     drop(progress);
     let skipped = microbench::apps_skipped(&machine);
-    if skipped > 0 && ["apps", "all"].contains(&args.name.as_str()) {
+    if skipped > 0 && microbench::includes(&args.name, "apps") {
         eprintln!(
             "warning: {skipped} of the published PrIM application runs need more DPUs or MRAM than machine {} has; they were skipped",
             machine.name
         );
     }
     let text = if args.json {
-        let transfer = ["transfer", "all"]
-            .contains(&args.name.as_str())
-            .then_some(sweep);
+        let transfer = microbench::includes(&args.name, "transfer").then_some(sweep);
         let mut report = MicrobenchReport::new(&args.name, &machine, transfer, records);
         report.command_line = Some(super::command_line());
         let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");

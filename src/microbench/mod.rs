@@ -37,6 +37,11 @@ pub enum Record {
     Apps(AppRecord),
 }
 
+/// Whether running `name` (one of [`SUITES`]) runs `suite`.
+pub fn includes(name: &str, suite: &str) -> bool {
+    name == suite || name == "all"
+}
+
 /// Runs suite `name` (one of [`SUITES`]) with the transfer suite's default sweep; `None` if
 /// the name is unknown.
 pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, Error>> {
