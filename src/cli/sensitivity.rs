@@ -3,7 +3,7 @@
 use super::{CommonArgs, write_stdout};
 use crate::config::{InputError, Override};
 use crate::error::Error;
-use crate::experiments::estimate::{Limits, check_run, long_note};
+use crate::experiments::estimate::{Limits, check_run, note};
 use crate::experiments::partition::choose_partitioner;
 use crate::experiments::sensitivity::{Inputs, MAX_FACTORS, Study, Variant, keys_to_move, study};
 use crate::output::OutputTarget;
@@ -44,7 +44,8 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
     let keys = keys_to_move(&text, &origin, &args.keys)?;
     let estimate = check_run(&machine, &workload, &Limits::host())?;
     let runs = 1 + keys.len() * args.factors.len();
-    if let Some(note) = long_note(estimate.wall_s * runs as f64).filter(|_| !args.quiet) {
+    let what = format!("the study ({runs} runs)");
+    if let Some(note) = note(&what, estimate.wall_s * runs as f64).filter(|_| !args.quiet) {
         eprintln!("{note}");
     }
     let overrides = args

@@ -285,7 +285,7 @@ pub fn long_note(wall_s: f64) -> Option<String> {
 }
 
 /// `note: WHAT is estimated at about ...` when `wall_s` is above [`LONG_RUN_S`].
-fn note(what: &str, wall_s: f64) -> Option<String> {
+pub fn note(what: &str, wall_s: f64) -> Option<String> {
     (wall_s > LONG_RUN_S).then(|| {
         format!(
             "note: {what} is estimated at about {} of wall time; progress follows on stderr",
