@@ -63,11 +63,13 @@ fn a_run_keeps_every_measured_batch_time() {
 
 // ---- Schemas: generated from the types, committed in docs/schema/, met by real outputs ----
 
-const SCHEMAS: [&str; 6] = [
+const SCHEMAS: [&str; 8] = [
     "run",
     "partition",
     "microbench",
     "sensitivity",
+    "sweep-index",
+    "sweep-refused",
     "machine",
     "workload",
 ];
@@ -424,5 +426,43 @@ fn compatible(ra: &Value, a: &Value, rb: &Value, b: &Value) -> bool {
             let shape = |s: &Value| (s["type"].clone(), s["items"]["type"].clone());
             shape(&a) == shape(&b)
         }
+    }
+}
+
+/// A sweep directory's index and a refused point's file meet their schemas.
+#[test]
+fn sweep_files_meet_their_schemas() {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema_sweep");
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let root = |f: &str| format!("{}/{f}", env!("CARGO_MANIFEST_DIR"));
+    let manifest = d.join("m.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "machine = {:?}\nworkload = {:?}\ncommand = \"run\"\nrecord_refused = true\n[set]\nmachine.ranks = 1\nmachine.usable_dpus = 16\nmachine.dpu.mram_size_bytes = 1_048_576\nbatches.warmup = 1\nbatches.measured = 2\n[grid]\ndata.pairs = [100_000, 1_500_000]\n",
+            root("machines/paper-2rank.toml"),
+            root("workloads/tiny.toml")
+        ),
+    )
+    .unwrap();
+    let out = d.join("out");
+    let o = pimdes(&[
+        "sweep",
+        manifest.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let read = |f: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join(f)).unwrap()).unwrap()
+    };
+    for (name, file) in [
+        ("sweep-index", "sweep.json"),
+        ("sweep-refused", "data.pairs=1500000.json"),
+        ("run", "data.pairs=100000.json"),
+    ] {
+        let errors = validate(&schema(name), &read(file));
+        assert!(errors.is_empty(), "{file}: {errors:#?}");
     }
 }

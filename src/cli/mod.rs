@@ -76,7 +76,7 @@ enum Command {
     /// Print the JSON Schema of a JSON output (run, partition, microbench) or of an input
     /// file (machine, workload); docs/schema/ holds the same files.
     Schema {
-        /// run, partition, microbench, sensitivity, machine or workload.
+        /// run, partition, microbench, sensitivity, sweep-index, sweep-refused, machine or workload.
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(crate::experiments::schema::NAMES))]
         name: String,
     },

@@ -11,12 +11,15 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Value, json};
 
 /// What has a schema: four reports (`--json` of `run`, `partition`, `microbench`,
-/// `sensitivity`) and the two input files.
-pub const NAMES: [&str; 6] = [
+/// `sensitivity`), a sweep directory's `sweep.json` and refused-point files, and the two
+/// input files.
+pub const NAMES: [&str; 8] = [
     "run",
     "partition",
     "microbench",
     "sensitivity",
+    "sweep-index",
+    "sweep-refused",
     "machine",
     "workload",
 ];
@@ -28,6 +31,8 @@ pub fn schema(name: &str) -> Option<String> {
         "partition" => output::<PartitionReport>(),
         "microbench" => output::<MicrobenchReport>(),
         "sensitivity" => output::<super::sensitivity::Study>(),
+        "sweep-index" => output::<super::sweep::SweepIndex>(),
+        "sweep-refused" => output::<super::sweep::RefusedPoint>(),
         "machine" => input::<RawMachine>(),
         "workload" => input::<RawWorkload>(),
         _ => return None,

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use svg::{Bar, Labels, Line};
 
 /// One figure of a manifest (`[[plot]]`): which columns of the collected results to draw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlotSpec {
     /// File stem of the figure: `DIR/NAME.svg` and `DIR/NAME.md`.

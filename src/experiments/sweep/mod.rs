@@ -33,7 +33,7 @@ pub const INDEX_FILE: &str = "sweep.json";
 pub const INDEX_FORMAT: u32 = 1;
 
 /// `sweep.json`: what `--collect` and `compare` need without the manifest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepIndex {
     pub format: u32,
@@ -46,7 +46,7 @@ pub struct SweepIndex {
     pub plots: Vec<crate::experiments::plot::PlotSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IndexPoint {
     pub point: usize,
@@ -210,7 +210,7 @@ pub enum Outcome {
 
 /// The result file of a point the simulator refused: why, and the configuration, so that
 /// collecting, plotting and comparing see it as that point's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RefusedPoint {
     pub schema_version: u32,
     pub refused: Refusal,
@@ -221,7 +221,7 @@ pub struct RefusedPoint {
     pub config: Value,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Refusal {
     /// The key to change, when the error names one.
     pub key: Option<String>,
