@@ -223,6 +223,21 @@ fn check_outputs(
     crate::output::check_targets(&targets, &inputs)
 }
 
+/// A report as pretty JSON with a final newline, also written to `--out FILE` when given
+/// (atomically).
+fn json_with_out(report: &impl serde::Serialize, out: Option<&Path>) -> Result<String, Error> {
+    let mut json = serde_json::to_string_pretty(report).expect("reports serialise");
+    json.push('\n');
+    if let Some(path) = out {
+        let target = OutputTarget {
+            flag: "--out",
+            path,
+        };
+        crate::output::write_atomically(target, json.as_bytes())?;
+    }
+    Ok(json)
+}
+
 fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     check_outputs(&[("--out", args.out.as_deref())], &args.common)?;
     let (machine, workload) = load_inputs(&args.common)?;
@@ -238,15 +253,7 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    let mut json = serde_json::to_string_pretty(&report).expect("reports serialise");
-    json.push('\n');
-    if let Some(out) = &args.out {
-        let target = OutputTarget {
-            flag: "--out",
-            path: out,
-        };
-        crate::output::write_atomically(target, json.as_bytes())?;
-    }
+    let json = json_with_out(&report, args.out.as_deref())?;
     let text = if args.common.json {
         json
     } else {

@@ -6,7 +6,6 @@ use crate::error::Error;
 use crate::experiments::estimate::{Limits, check_run, note};
 use crate::experiments::partition::choose_partitioner;
 use crate::experiments::sensitivity::{Inputs, MAX_FACTORS, Study, Variant, keys_to_move, study};
-use crate::output::OutputTarget;
 use clap::Args;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -75,15 +74,7 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
         }
     })?;
     s.command_line = Some(super::command_line());
-    let mut json = serde_json::to_string_pretty(&s).expect("studies serialise");
-    json.push('\n');
-    if let Some(out) = &args.out {
-        let target = OutputTarget {
-            flag: "--out",
-            path: out,
-        };
-        crate::output::write_atomically(target, json.as_bytes())?;
-    }
+    let json = super::json_with_out(&s, args.out.as_deref())?;
     write_stdout(&if args.common.json { json } else { table(&s) })
 }
 
