@@ -27,19 +27,8 @@ fn study(extra: &[&str]) -> Value {
 #[test]
 fn each_parameter_moves_alone_against_the_unchanged_run() {
     let s = study(&["--keys", "dma.occupancy_fixed_cycles,usable_dpus"]);
-    let plain = pimdes(&[
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--set",
-        "machine.ranks=1",
-        "--set",
-        "machine.usable_dpus=16",
-        "--json",
-        "--quiet",
-    ]);
+    // The same inputs as the study, as a plain run.
+    let plain = pimdes(&[&["run"][..], &ARGS[1..], &["--json", "--quiet"]].concat());
     let plain: Value = serde_json::from_str(&plain.stdout).unwrap();
     assert_eq!(
         s["baseline"]["batch_time_us"],
