@@ -34,7 +34,7 @@ fn answer_on_tree(t: &TreeImage, kind: QueryKind, q: &Query) -> Answer {
             }
             if k >= q.lo {
                 match kind {
-                    QueryKind::Get => return Some(v),
+                    QueryKind::Get | QueryKind::Predecessor => return Some(v),
                     QueryKind::RangeCountIf => count += (v == q.value) as u64,
                     QueryKind::RangeMax => max = max.max(Some(v)),
                 }
@@ -47,7 +47,7 @@ fn answer_on_tree(t: &TreeImage, kind: QueryKind, q: &Query) -> Answer {
 
 fn finish(kind: QueryKind, count: u64, max: Option<u64>) -> Answer {
     match kind {
-        QueryKind::Get => None,
+        QueryKind::Get | QueryKind::Predecessor => None,
         QueryKind::RangeCountIf => Some(count),
         QueryKind::RangeMax => max,
     }

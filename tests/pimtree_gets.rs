@@ -268,11 +268,7 @@ fn more_tasks_than_a_round_allows_are_refused() {
 }
 
 #[test]
-fn range_queries_and_open_arrivals_are_not_supported_yet() {
-    assert_bad(
-        &run_cli(&["queries.kind=range-max"]),
-        &["queries.kind", "pim-tree"],
-    );
+fn open_arrivals_are_not_supported() {
     assert_bad(
         &run_cli(&["run.arrival=open", "run.queries_per_s=1000000"]),
         &["run.arrival", "closed arrivals only"],

@@ -118,7 +118,7 @@ fn run_memory_terms(machine: &Machine, workload: &Workload) -> [(&'static str, u
 /// DPU events of a run: every query of every batch, plus the pairs its range scans.
 fn run_events(workload: &Workload) -> u64 {
     let range = match workload.kind {
-        QueryKind::Get => 0,
+        QueryKind::Get | QueryKind::Predecessor => 0,
         _ => workload.range_pairs / RANGE_PAIRS_PER_EVENT,
     };
     run_queries(workload).saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
@@ -189,7 +189,7 @@ fn memory_error(
 
 fn events_error(workload: &Workload, estimate: &RunEstimate, max_events: u64) -> InputError {
     let range = match workload.kind {
-        QueryKind::Get => String::new(),
+        QueryKind::Get | QueryKind::Predecessor => String::new(),
         _ => format!(" plus one per {RANGE_PAIRS_PER_EVENT} pairs of queries.range_pairs"),
     };
     workload.attribution.error_at(

@@ -78,7 +78,7 @@ pub fn route_batch(
 /// u64 words of one query record: get: key; range-count-if: lo, hi, value; range-max: lo, hi.
 pub fn query_words(kind: QueryKind) -> usize {
     match kind {
-        QueryKind::Get => 1,
+        QueryKind::Get | QueryKind::Predecessor => 1,
         QueryKind::RangeCountIf => 3,
         QueryKind::RangeMax => 2,
     }
@@ -87,7 +87,7 @@ pub fn query_words(kind: QueryKind) -> usize {
 /// The words of `q`'s record (the first [`query_words`] of them are used).
 pub fn encode_query(kind: QueryKind, q: &Query) -> [u64; 3] {
     match kind {
-        QueryKind::Get => [q.lo, 0, 0],
+        QueryKind::Get | QueryKind::Predecessor => [q.lo, 0, 0],
         QueryKind::RangeCountIf => [q.lo, q.hi, q.value],
         QueryKind::RangeMax => [q.lo, q.hi, 0],
     }
@@ -96,7 +96,7 @@ pub fn encode_query(kind: QueryKind, q: &Query) -> [u64; 3] {
 /// The query a record stands for (a get is the range of its one key).
 pub fn decode_query(kind: QueryKind, w: [u64; 3]) -> Query {
     match kind {
-        QueryKind::Get => Query {
+        QueryKind::Get | QueryKind::Predecessor => Query {
             lo: w[0],
             hi: w[0],
             value: 0,
@@ -123,7 +123,7 @@ pub fn query_record_bytes(kind: QueryKind) -> u64 {
 /// largest value, then the number of pairs seen (0: an empty range).
 pub fn result_words(kind: QueryKind) -> usize {
     match kind {
-        QueryKind::Get | QueryKind::RangeCountIf => 1,
+        QueryKind::Get | QueryKind::Predecessor | QueryKind::RangeCountIf => 1,
         QueryKind::RangeMax => 2,
     }
 }
@@ -131,7 +131,7 @@ pub fn result_words(kind: QueryKind) -> usize {
 /// The answer a result record stands for.
 pub fn decode_result(kind: QueryKind, w: &[u64]) -> Answer {
     match kind {
-        QueryKind::Get | QueryKind::RangeCountIf => Some(w[0]),
+        QueryKind::Get | QueryKind::Predecessor | QueryKind::RangeCountIf => Some(w[0]),
         QueryKind::RangeMax => (w[1] > 0).then_some(w[0]),
     }
 }

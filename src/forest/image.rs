@@ -19,7 +19,7 @@ use crate::workload::{Query, QueryKind};
 /// The task code the header carries for each query kind.
 pub fn task_code(kind: QueryKind) -> u32 {
     match kind {
-        QueryKind::Get => 1,
+        QueryKind::Get | QueryKind::Predecessor => 1,
         QueryKind::RangeCountIf => 2,
         QueryKind::RangeMax => 3,
     }

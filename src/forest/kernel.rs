@@ -289,7 +289,7 @@ impl Ctx<'_> {
                     if k >= lo {
                         let v = leaf.value(i);
                         match kind {
-                            QueryKind::Get => {
+                            QueryKind::Get | QueryKind::Predecessor => {
                                 found = Some(v);
                                 return (leaf.next(), true, examined, found);
                             }
@@ -319,7 +319,9 @@ impl Ctx<'_> {
             link = next;
         }
         match kind {
-            QueryKind::Get => Err(t.fail(format!("get of key {lo}: the key is not in its tree"))),
+            QueryKind::Get | QueryKind::Predecessor => {
+                Err(t.fail(format!("get of key {lo}: the key is not in its tree")))
+            }
             QueryKind::RangeCountIf => Ok((count, 0)),
             QueryKind::RangeMax => Ok((max, seen)),
         }

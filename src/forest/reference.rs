@@ -49,7 +49,7 @@ impl Reference {
                     lo_sorted,
                     acc: (0..b.len()).map(|_| AtomicU64::new(0)).collect(),
                     found: (0..b.len()).map(|_| AtomicBool::new(false)).collect(),
-                    resolved: if kind == QueryKind::Get {
+                    resolved: if !kind.is_range() {
                         (0..b.len()).map(|_| AtomicU64::new(0)).collect()
                     } else {
                         Vec::new()
@@ -81,7 +81,7 @@ impl Reference {
                     continue;
                 }
                 let i = qi as usize;
-                if self.kind == QueryKind::Get {
+                if !self.kind.is_range() {
                     let at = pairs.partition_point(|p| p.0 <= q.lo).saturating_sub(1);
                     let (key, value) = pairs[at];
                     b.resolved[i].store(key, Ordering::Relaxed);
@@ -93,7 +93,7 @@ impl Reference {
                 let z = pairs.partition_point(|p| p.0 <= q.hi);
                 let hits = &pairs[a..z];
                 match self.kind {
-                    QueryKind::Get => unreachable!("handled above"),
+                    QueryKind::Get | QueryKind::Predecessor => unreachable!("handled above"),
                     QueryKind::RangeCountIf => {
                         let n = hits.iter().filter(|p| p.1 == q.value).count() as u64;
                         b.acc[i].fetch_add(n, Ordering::Relaxed);

@@ -52,6 +52,28 @@ pub struct HostWork {
     pub results_filled: u64,
 }
 
+impl std::ops::Add for HostWork {
+    type Output = HostWork;
+    fn add(self, o: HostWork) -> HostWork {
+        HostWork {
+            queries_routed: self.queries_routed + o.queries_routed,
+            results_merged: self.results_merged + o.results_merged,
+            bytes_packed: self.bytes_packed + o.bytes_packed,
+            elements_sorted: self.elements_sorted + o.elements_sorted,
+            elements_scanned: self.elements_scanned + o.elements_scanned,
+            keys_hashed: self.keys_hashed + o.keys_hashed,
+            tasks_bucketed: self.tasks_bucketed + o.tasks_bucketed,
+            results_filled: self.results_filled + o.results_filled,
+        }
+    }
+}
+
+impl std::ops::AddAssign for HostWork {
+    fn add_assign(&mut self, o: HostWork) {
+        *self = *self + o;
+    }
+}
+
 impl HostWork {
     /// Picoseconds of one host thread this work takes under the host cost model, saturated
     /// at `u64::MAX` (the executor stops at [`crate::engine::CEILING`] with an error).

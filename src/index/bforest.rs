@@ -207,7 +207,7 @@ impl BForest {
             &partitioning,
             &batches,
         );
-        if workload.kind == QueryKind::Get {
+        if !workload.kind.is_range() {
             for (b, batch) in batches.iter_mut().enumerate() {
                 reference.resolved_gets(b, batch);
             }

@@ -6,6 +6,7 @@
 
 pub mod bforest;
 pub mod pimtree;
+pub mod pimtree_ordered;
 
 use crate::config::InputError;
 use crate::dpu::{LaunchError, TaskletTimeline};
@@ -208,9 +209,15 @@ pub fn build(
             partitioner,
             progress,
         )?)),
-        pimtree::NAME => Ok(Box::new(pimtree::PimTree::new(
+        pimtree::NAME if workload.kind == QueryKind::Get => Ok(Box::new(pimtree::PimTree::new(
             machine, workload, progress,
         )?)),
+        pimtree::NAME => {
+            pimtree::check_workload(machine, workload)?;
+            Ok(Box::new(pimtree_ordered::PimTreeOrdered::new(
+                machine, workload, progress,
+            )?))
+        }
         other => Err(workload
             .attribution
             .error_at(

@@ -52,7 +52,7 @@ const RECORDED_DPUS_KEPT: usize = crate::experiments::timeline::MAX_TRACED_DPU_B
 /// Chunks generated at once while gathering a group's pairs (bounds the scratch memory).
 const CHUNKS_PER_STEP: usize = 1 << 14;
 
-const STAGES: [Stage; 6] = [
+pub(super) const STAGES: [Stage; 6] = [
     Stage {
         name: "sort",
         class: Class::Cpu,
@@ -134,6 +134,11 @@ impl PimTree {
         progress: &mut dyn FnMut(&str),
     ) -> Result<PimTree, IndexError> {
         check_workload(machine, workload)?;
+        assert_eq!(
+            workload.kind,
+            QueryKind::Get,
+            "other kinds run on the skip list"
+        );
         let layout = Layout::new(workload.tasklets);
         let data = DataSet::generate(workload);
         let generator = QueryGenerator::new(workload, &data, machine.dpus);
@@ -431,6 +436,9 @@ impl Index for PimTree {
             insert_probes_per_key: self.insert_probes as f64 / keys.max(1) as f64,
             mram_layout_bytes: self.layout.end,
             dpu_groups: self.groups,
+            pushes_per_batch: None,
+            pulls_per_batch: None,
+            skewed_rounds_per_batch: None,
         };
         match serde_json::to_value(PimTreeKeys { pim_tree }) {
             Ok(serde_json::Value::Object(map)) => map,
@@ -465,48 +473,51 @@ pub fn report_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
 
 /// PIM-tree's keys of the run report: its figures, under `pim_tree`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-struct PimTreeKeys {
-    pim_tree: PimTreeFields,
+pub(super) struct PimTreeKeys {
+    pub pim_tree: PimTreeFields,
 }
 
 /// PIM-tree's figures in the run report.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-struct PimTreeFields {
-    operation: &'static str,
-    rounds_per_batch: f64,
-    distinct_keys_per_batch: f64,
+pub(super) struct PimTreeFields {
+    /// `get`, `predecessor` or `scan` (range-count-if and range-max).
+    pub operation: &'static str,
+    pub rounds_per_batch: f64,
+    /// Distinct keys (get, predecessor) or merged ranges (scan) sent per batch.
+    pub distinct_keys_per_batch: f64,
     /// Queries per distinct key: what query fusion saves.
-    queries_per_distinct_key: f64,
-    /// Tasks of the busiest DPU per batch: every DPU's transfer is padded to it.
-    max_tasks_per_dpu: f64,
+    pub queries_per_distinct_key: f64,
+    /// Tasks of the busiest DPU per batch (get: its round; otherwise its busiest round):
+    /// every DPU's transfer is padded to it.
+    pub max_tasks_per_dpu: f64,
     /// Bytes of the task and reply buffers, and bytes the padded transfers move.
-    payload_bytes_per_query: f64,
-    moved_bytes_per_query: f64,
-    max_keys_per_dpu: u64,
-    /// Slots probed per key when the hash tables were filled (1: no collision).
-    insert_probes_per_key: f64,
+    pub payload_bytes_per_query: f64,
+    pub moved_bytes_per_query: f64,
+    pub max_keys_per_dpu: u64,
+    /// Slots probed per key when the hash tables were filled (1: no collision; 0 when
+    /// the run did not count them).
+    pub insert_probes_per_key: f64,
     /// Bytes of MRAM PIM-tree's regions and buffers take (the same on every DPU).
-    mram_layout_bytes: u64,
+    pub mram_layout_bytes: u64,
     /// Groups the DPUs were simulated in (a fact about host memory, not the machine).
-    dpu_groups: u32,
+    pub dpu_groups: u32,
+    /// Predecessor and scan: tasks pushed (searches sent to a node's DPU) and nodes pulled
+    /// to the host, per batch, and rounds run with the skewed (push-pull) plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pushes_per_batch: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulls_per_batch: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skewed_rounds_per_batch: Option<f64>,
 }
 
-/// What this version of the PIM-tree model runs; anything else is refused before work.
-fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
+/// What the PIM-tree model runs (every query kind); anything else is refused before work.
+pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     let err = |key: &str, reason: String| Err(workload.attribution.error_at(key, reason));
     if workload.granularity == crate::workload::spec::Granularity::Pair {
         return err(
             "partition.granularity",
             "pim-tree places keys by hashing and does not partition; `pair` granularity is for `pimdes partition` with data-balanced or query-balanced".to_owned(),
-        );
-    }
-    if workload.kind != QueryKind::Get {
-        return err(
-            "queries.kind",
-            format!(
-                "pim-tree runs get batches; `{}` is not supported by this version of its model (predecessor and scan rounds are not built yet)",
-                workload.kind.name()
-            ),
         );
     }
     if workload.arrival != ArrivalMode::Closed {
@@ -551,7 +562,7 @@ fn check_workload(machine: &Machine, workload: &Workload) -> Result<(), InputErr
 
 /// PIM-tree's own host protocol, when the run uses another (a note, not an error: a
 /// what-if run may want exactly that).
-fn protocol_note(workload: &Workload) -> Option<String> {
+pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
     let own = workload.launch == LaunchMode::Async
         && workload.batches_in_flight == 2
         && workload.poll_interval_us == Some(100.0);
@@ -561,7 +572,7 @@ fn protocol_note(workload: &Workload) -> Option<String> {
 }
 
 /// `groups` consecutive DPU ranges of (nearly) equal size covering all `dpus`.
-fn dpu_groups(dpus: u32, groups: u32) -> Vec<std::ops::Range<u32>> {
+pub(super) fn dpu_groups(dpus: u32, groups: u32) -> Vec<std::ops::Range<u32>> {
     let g = groups.clamp(1, dpus.max(1)) as u64;
     (0..g)
         .map(|i| (i * dpus as u64 / g) as u32..((i + 1) * dpus as u64 / g) as u32)
@@ -569,7 +580,7 @@ fn dpu_groups(dpus: u32, groups: u32) -> Vec<std::ops::Range<u32>> {
 }
 
 /// Groups needed for `pairs` pairs of 16 bytes to stay within [`GROUP_PAIR_BYTES`].
-fn group_count(pairs: u64) -> u32 {
+pub(super) fn group_count(pairs: u64) -> u32 {
     pairs
         .saturating_mul(16)
         .div_ceil(GROUP_PAIR_BYTES)
@@ -577,7 +588,7 @@ fn group_count(pairs: u64) -> u32 {
 }
 
 /// What [`gather`] shows each chunk: its first key, last key and pairs.
-type ChunkVisit<'a> = &'a (dyn Fn(u64, u64, &[(u64, u64)]) + Sync);
+pub(super) type ChunkVisit<'a> = &'a (dyn Fn(u64, u64, &[(u64, u64)]) + Sync);
 /// A chunk's pairs with the DPU of each.
 type Homed = (Vec<u32>, Vec<(u64, u64)>);
 
@@ -675,7 +686,7 @@ const INIT_STAGES: [Stage; 2] = [
 /// [est] The one-off build: a parallel push of each DPU's pairs (key and value, 16 bytes),
 /// then a launch that streams them in and writes the data nodes and the whole hash table.
 /// PIM-tree itself builds by batched inserts; this times only the bulk placement.
-fn build_program(machine: &Machine, keys_per_dpu: &[u64]) -> Program {
+pub(super) fn build_program(machine: &Machine, keys_per_dpu: &[u64]) -> Program {
     let table = crate::pimtree::HASH_SLOTS * crate::pimtree::SLOT_BYTES;
     Program {
         stages: INIT_STAGES.to_vec(),

@@ -11,12 +11,12 @@ const KIB: u64 = 1 << 10;
 
 /// Bytes of a chunked skip-list node header (PT:`dpu/node_dpu.h`, `Bnode`: height, length,
 /// three `pptr` links of 8 B, four MRAM pointers of 4 B; our count of its fields).
-const BNODE_BYTES: u64 = 48;
+pub const BNODE_BYTES: u64 = 48;
 /// Bytes of a data block: an 8-byte header and 16 int64 entries (PT:`dpu/data_block.h`).
-const DATA_BLOCK_BYTES: u64 = 136;
+pub const DATA_BLOCK_BYTES: u64 = 136;
 /// Bytes of a node of the replicated top (PT:`dpu/node_dpu.h`, `L3Bnode`: up, right,
 /// height, size, 16 keys, 16 `pptr`).
-const L3_NODE_BYTES: u64 = 288;
+pub const L3_NODE_BYTES: u64 = 288;
 /// [est] Bytes of the DPU globals a launch loads and saves (PT:`dpu/storage.h`, `WRAMHeap`:
 /// about thirty 4- and 8-byte fields, two pointers per tasklet and five free lists); the
 /// region holds two copies.
@@ -43,6 +43,12 @@ pub struct Layout {
     /// Data nodes: slot 0 is never used (PT:`dpu/pnode.h`, `alloc_pn` starts at 1).
     pub data_nodes: Region,
     pub hash_table: Region,
+    /// Chunked-node headers, data blocks and the replicated top (the skip list).
+    pub headers: Region,
+    pub blocks: Region,
+    pub top: Region,
+    /// The per-tasklet reply buffers of variable-length replies.
+    pub reply_buffers: Region,
     pub saved_globals: Region,
     /// The round's tasks (headers first).
     pub tasks_base: u64,
@@ -99,6 +105,10 @@ impl Layout {
         Layout {
             data_nodes: find("data nodes"),
             hash_table: find("hash table"),
+            headers: find("chunked nodes"),
+            blocks: find("data blocks"),
+            top: find("replicated top"),
+            reply_buffers: find("reply buffers"),
             saved_globals: find("saved globals"),
             regions,
             tasks_base,

@@ -12,6 +12,11 @@
 pub mod gets;
 pub mod image;
 pub mod kernel;
+pub mod nodes;
+pub mod ordered;
+pub mod round;
+pub mod search;
+pub mod skiplist;
 
 /// Slots of a DPU's hash table (PT:`common/common.h`, `LX_HASHTABLE_SIZE` = (4 << 20) >> 3).
 pub const HASH_SLOTS: u64 = 1 << 19;

@@ -111,7 +111,7 @@ impl QueryGenerator {
         for _ in 0..self.batch_size {
             let lo = dist.sample(&mut rng);
             let q = match self.kind {
-                QueryKind::Get => Query {
+                QueryKind::Get | QueryKind::Predecessor => Query {
                     lo,
                     hi: lo,
                     value: 0,

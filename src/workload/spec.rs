@@ -16,7 +16,11 @@ pub const MAX_RANGE_PAIR_VISITS: u64 = 100_000_000_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueryKind {
+    /// The existing key at or below the drawn key; PIM-tree resolves it on the host and
+    /// looks the key up in its hash tables.
     Get,
+    /// The same answer; PIM-tree searches its skip list for it (B+-Forest runs it as a get).
+    Predecessor,
     RangeCountIf,
     RangeMax,
 }
@@ -25,13 +29,14 @@ impl QueryKind {
     pub fn name(self) -> &'static str {
         match self {
             QueryKind::Get => "get",
+            QueryKind::Predecessor => "predecessor",
             QueryKind::RangeCountIf => "range-count-if",
             QueryKind::RangeMax => "range-max",
         }
     }
 
     pub fn is_range(self) -> bool {
-        !matches!(self, QueryKind::Get)
+        !matches!(self, QueryKind::Get | QueryKind::Predecessor)
     }
 }
 
