@@ -16,7 +16,7 @@ pub struct Experiment {
 /// The scales every experiment has.
 pub const SCALES: [&str; 2] = ["quick", "paper"];
 
-pub const EXPERIMENTS: [Experiment; 7] = [
+pub const EXPERIMENTS: [Experiment; 8] = [
     Experiment {
         name: "imbalance-vs-skew",
         about: "IF_q, IF_d and batch time against skew: the five partitioners' imbalance, the three B+-Forest partitioners' batch time and breakdown",
@@ -50,6 +50,11 @@ pub const EXPERIMENTS: [Experiment; 7] = [
     Experiment {
         name: "get-vs-pim-tree",
         about: "get batches on B+-Forest and PIM-tree against skew, both with PIM-tree's protocol (11 tasklets, async, 2 batches in flight): throughput and breakdown",
+        parts: &["run"],
+    },
+    Experiment {
+        name: "scan-pim-tree",
+        about: "range-count-if batches on B+-Forest and on PIM-tree (a scan, then host aggregation) against skew, both with PIM-tree's protocol, batches of 10,000 ranges: throughput and breakdown",
         parts: &["run"],
     },
 ];

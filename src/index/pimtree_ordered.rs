@@ -130,7 +130,8 @@ impl PimTreeOrdered {
         };
         let reference = Reference::new(reference_kind, &views);
         let mut wanted = wanted(workload.kind, &batches);
-        let groups = dpu_groups(machine.dpus, group_count(workload.pairs));
+        // A group holds its pairs and its level-0 nodes' entries: 32 bytes per pair.
+        let groups = dpu_groups(machine.dpus, group_count(workload.pairs.saturating_mul(2)));
         progress("building the skip list");
         let mut first = GroupData::new(groups[0].clone());
         let (skeleton, keys_per_dpu) = pass(
@@ -146,13 +147,7 @@ impl PimTreeOrdered {
         let top = Top::build(&layout, &list);
         check_capacity(workload, &layout, &list, &top, &keys_per_dpu)?;
         progress("planning rounds");
-        let plans: Vec<Plan> = batches
-            .par_iter()
-            .map(|b| match workload.kind.is_range() {
-                true => plan_scan(&layout, &list, &wanted, b),
-                false => plan_predecessor(&layout, &list, &wanted, &keys_of(b)),
-            })
-            .collect();
+        let plans = plan_all(workload.kind, &layout, &list, &wanted, &batches);
         drop(wanted);
         check_rounds(workload, &layout, &plans)?;
         let values = batches
@@ -503,6 +498,23 @@ impl super::Index for PimTreeOrdered {
     fn warnings(&self) -> Vec<String> {
         self.protocol_note.iter().cloned().collect()
     }
+}
+
+/// Every batch's rounds.
+fn plan_all(
+    kind: QueryKind,
+    layout: &Layout,
+    list: &SkipList,
+    wanted: &Wanted,
+    batches: &[Vec<Query>],
+) -> Vec<Plan> {
+    batches
+        .par_iter()
+        .map(|b| match kind.is_range() {
+            true => plan_scan(layout, list, wanted, b),
+            false => plan_predecessor(layout, list, wanted, &keys_of(b)),
+        })
+        .collect()
 }
 
 fn keys_of(batch: &[Query]) -> Vec<u64> {

@@ -578,55 +578,7 @@ fn scan_rounds(
     plan.push(b, "l3", bucketed(r, 1, r), scanned(r));
     for level in [2, 1, 0] {
         let mut b = Builder::new(layout, list);
-        let spans: Vec<std::ops::Range<usize>> = merged
-            .iter()
-            .map(|&(lo, hi)| meeting(list, level, lo, hi))
-            .collect();
-        let mut shared = std::collections::BTreeMap::<usize, Vec<usize>>::new();
-        for (j, span) in spans.iter().enumerate() {
-            if let (Some(first), Some(last)) = (span.clone().next(), span.clone().last()) {
-                shared.entry(first).or_default().push(j);
-                if last != first {
-                    shared.entry(last).or_default().push(j);
-                }
-            }
-        }
-        for (&node, ranges) in &shared {
-            if ranges.len() >= PUSH_LIMIT {
-                if level == 0 {
-                    let known: Vec<Found> = ranges
-                        .iter()
-                        .flat_map(|&j| node_keys(list, wanted, node, merged[j]).to_vec())
-                        .collect();
-                    b.pull0(node, &known);
-                } else {
-                    b.pull(level, node);
-                }
-                continue;
-            }
-            for &j in ranges {
-                let (lo, hi) = merged[j];
-                let expect = scan_expect(&b, wanted, level, node, lo, hi);
-                b.add(
-                    list.dpu(level, node),
-                    TaskType::ScanSearch,
-                    &[b.ptr(level, node), lo, hi],
-                    &expect,
-                );
-            }
-        }
-        for (j, span) in spans.iter().enumerate() {
-            for node in span.clone().skip(1).take(span.len().saturating_sub(2)) {
-                let expect = scan_expect(&b, wanted, level, node, merged[j].0, merged[j].1);
-                b.add(
-                    list.dpu(level, node),
-                    TaskType::Children,
-                    &[b.ptr(level, node)],
-                    &expect,
-                );
-            }
-        }
-        let tasks: u64 = spans.iter().map(|s| s.len() as u64).sum();
+        let tasks = scan_level(&mut b, wanted, merged, level);
         let name = ["l2_0", "l2_1", "l2_2"][level];
         plan.push(b, name, bucketed(tasks, 2, r), scanned(tasks));
     }
@@ -641,13 +593,55 @@ fn scan_rounds(
         }
     }
     let fetched = keys.len() as u64;
-    plan.push(
-        b,
-        "data",
-        bucketed(fetched, 1, fetched),
-        HostWork::default(),
-    );
+    let prepare = bucketed(fetched, 1, fetched);
+    plan.push(b, "data", prepare, HostWork::default());
     keys
+}
+
+/// One scan round at `level`: each range's first and last node searched (or pulled once
+/// when [`PUSH_LIMIT`] ranges share it), the nodes between them asked for every child.
+/// Returns the nodes the ranges meet.
+fn scan_level(b: &mut Builder, wanted: &Wanted, merged: &[(u64, u64)], level: usize) -> u64 {
+    let list = b.list;
+    let spans: Vec<std::ops::Range<usize>> = merged
+        .iter()
+        .map(|&(lo, hi)| meeting(list, level, lo, hi))
+        .collect();
+    let mut shared = std::collections::BTreeMap::<usize, Vec<usize>>::new();
+    for (j, span) in spans.iter().enumerate() {
+        if let (Some(first), Some(last)) = (span.clone().next(), span.clone().last()) {
+            shared.entry(first).or_default().push(j);
+            if last != first {
+                shared.entry(last).or_default().push(j);
+            }
+        }
+    }
+    for (&node, ranges) in &shared {
+        if ranges.len() >= PUSH_LIMIT && level == 0 {
+            let known: Vec<Found> = ranges
+                .iter()
+                .flat_map(|&j| node_keys(list, wanted, node, merged[j]).to_vec())
+                .collect();
+            b.pull0(node, &known);
+        } else if ranges.len() >= PUSH_LIMIT {
+            b.pull(level, node);
+        } else {
+            for &j in ranges {
+                let (lo, hi) = merged[j];
+                let expect = scan_expect(b, wanted, level, node, lo, hi);
+                let task = [b.ptr(level, node), lo, hi];
+                b.add(list.dpu(level, node), TaskType::ScanSearch, &task, &expect);
+            }
+        }
+    }
+    for (j, span) in spans.iter().enumerate() {
+        for node in span.clone().skip(1).take(span.len().saturating_sub(2)) {
+            let expect = scan_expect(b, wanted, level, node, merged[j].0, merged[j].1);
+            let task = [b.ptr(level, node)];
+            b.add(list.dpu(level, node), TaskType::Children, &task, &expect);
+        }
+    }
+    spans.iter().map(|s| s.len() as u64).sum()
 }
 
 /// The nodes of `level` meeting `[lo, hi]`: from the one covering `lo` to the last head at
