@@ -109,7 +109,34 @@ pub struct RawTransfer {
     pub dpu_cpu_gb_per_s_per_dpu: f64,
     pub dpu_cpu_gb_per_s_per_rank: f64,
     pub broadcast_gb_per_s_per_rank: f64,
-    pub host_cap_gb_per_s: f64,
+    /// The host's cap for both directions; each direction's own key, when given, replaces
+    /// it (at least one of the three is needed for each direction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cap_gb_per_s: Option<f64>,
+    /// Fixed cost of a transfer call per rank it involves, on top of `call_fixed_us`
+    /// (0 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_fixed_us: Option<f64>,
+    /// Fixed cost of a launch per rank it starts, on top of `launch_fixed_us` (0 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_per_rank_us: Option<f64>,
+    /// Whether the ranks' MRAM ownership switches run one after another on the host
+    /// (`serial`, the default) or side by side (`concurrent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership_switch: Option<SwitchMode>,
+    /// The host's cap for each direction (`host_cap_gb_per_s` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cap_cpu_dpu_gb_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cap_dpu_cpu_gb_per_s: Option<f64>,
+}
+
+/// How the MRAM ownership switches of several ranks are done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwitchMode {
+    Serial,
+    Concurrent,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -224,7 +251,18 @@ pub struct TransferParams {
     pub dpu_cpu_bytes_per_s_per_dpu: u64,
     pub dpu_cpu_bytes_per_s_per_rank: u64,
     pub broadcast_bytes_per_s_per_rank: u64,
-    pub host_cap_bytes_per_s: u64,
+    /// The host's cap for CPU -> DPU and for DPU -> CPU transfers.
+    pub host_cap_bytes_per_s: [u64; 2],
+    pub rank_fixed: Time,
+    pub launch_per_rank: Time,
+    pub switch: SwitchMode,
+}
+
+impl TransferParams {
+    /// The host's cap for `direction`.
+    pub fn host_cap(&self, direction: crate::system::program::Direction) -> u64 {
+        self.host_cap_bytes_per_s[direction as usize]
+    }
 }
 
 /// The host CPU's analytic cost model, validated: costs in picoseconds.
@@ -629,8 +667,56 @@ fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams,
             "transfer.broadcast_gb_per_s_per_rank",
             t.broadcast_gb_per_s_per_rank,
         )?,
-        host_cap_bytes_per_s: gb_per_s(source, "transfer.host_cap_gb_per_s", t.host_cap_gb_per_s)?,
+        host_cap_bytes_per_s: host_caps(t, source)?,
+        rank_fixed: us_to_time(
+            source,
+            "transfer.rank_fixed_us",
+            t.rank_fixed_us.unwrap_or(0.0),
+        )?,
+        launch_per_rank: us_to_time(
+            source,
+            "transfer.launch_per_rank_us",
+            t.launch_per_rank_us.unwrap_or(0.0),
+        )?,
+        switch: t.ownership_switch.unwrap_or(SwitchMode::Serial),
     })
+}
+
+/// The host's cap for each direction: its own key, or `host_cap_gb_per_s`.
+fn host_caps(t: &RawTransfer, source: &Source) -> Result<[u64; 2], InputError> {
+    let shared = t
+        .host_cap_gb_per_s
+        .map(|v| gb_per_s(source, "transfer.host_cap_gb_per_s", v))
+        .transpose()?;
+    if shared.is_some()
+        && t.host_cap_cpu_dpu_gb_per_s.is_some()
+        && t.host_cap_dpu_cpu_gb_per_s.is_some()
+    {
+        return Err(source.error_at(
+            "transfer.host_cap_gb_per_s",
+            "has no effect: transfer.host_cap_cpu_dpu_gb_per_s and transfer.host_cap_dpu_cpu_gb_per_s are both given; set those instead".to_owned(),
+        ));
+    }
+    let own = |key: &str, v: Option<f64>| {
+        match (v, shared) {
+        (Some(v), _) => gb_per_s(source, key, v),
+        (None, Some(shared)) => Ok(shared),
+        (None, None) => Err(source.error_at(
+            key,
+            "missing: give the host's cap for this direction, or transfer.host_cap_gb_per_s for both".to_owned(),
+        )),
+    }
+    };
+    Ok([
+        own(
+            "transfer.host_cap_cpu_dpu_gb_per_s",
+            t.host_cap_cpu_dpu_gb_per_s,
+        )?,
+        own(
+            "transfer.host_cap_dpu_cpu_gb_per_s",
+            t.host_cap_dpu_cpu_gb_per_s,
+        )?,
+    ])
 }
 
 /// The longest simulated time, in seconds, that each term of the largest transfer may take
@@ -682,7 +768,14 @@ fn check_transfer_products(
             "transfer.broadcast_gb_per_s_per_rank",
             t.broadcast_bytes_per_s_per_rank,
         ),
-        ("transfer.host_cap_gb_per_s", t.host_cap_bytes_per_s),
+        (
+            "transfer.host_cap_cpu_dpu_gb_per_s",
+            t.host_cap_bytes_per_s[0],
+        ),
+        (
+            "transfer.host_cap_dpu_cpu_gb_per_s",
+            t.host_cap_bytes_per_s[1],
+        ),
     ];
     check_per_dpu_costs(t, dpus, source)?;
     for (key, bytes_per_s) in rates {
@@ -718,6 +811,18 @@ fn check_per_dpu_costs(t: &TransferParams, dpus: u64, source: &Source) -> Result
             t.call_fixed,
             "a serial transfer's calls, one per DPU",
             "call cost",
+        ),
+        (
+            "transfer.rank_fixed_us",
+            t.rank_fixed,
+            "a transfer call's per-rank costs",
+            "per-rank cost",
+        ),
+        (
+            "transfer.launch_per_rank_us",
+            t.launch_per_rank,
+            "a launch's per-rank costs",
+            "per-rank cost",
         ),
     ];
     for (key, cost, what, name) in per_dpu {

@@ -102,3 +102,83 @@ fn host_cpu_work_is_spread_over_the_threads_it_may_use() {
     // At most the host's 32 threads.
     assert_eq!(host.cpu(work, 1000).unwrap(), Time(2_062_500));
 }
+
+// The system-scale terms (issue "Timing that holds at system scale"), each on the PrIM
+// machine with only that term set.
+
+#[test]
+fn a_call_pays_its_fixed_cost_per_rank() {
+    // Two ranks, 10 us per rank: 100 + 2 x 10 us, then each rank's 64 x 8 B = 512 B at
+    // 6.68 GB/s = 76,646.7 ps, rounded up.
+    let m = common::machine(&["ranks=2", "usable_dpus=128", "transfer.rank_fixed_us=10"]);
+    let cost = Host::new(&m).push_parallel(&[8; 128]);
+    assert_eq!(cost.time, Time(120_000_000 + 76_647));
+    // A serial transfer's calls each involve one rank: 128 x (100 + 10 us + 8 B at 0.33 GB/s).
+    let serial = Host::new(&m).serial(Direction::CpuDpu, &[8; 128]);
+    assert_eq!(serial.time, Time(128 * (110_000_000 + 24_243)));
+}
+
+#[test]
+fn a_launch_pays_its_fixed_cost_per_rank() {
+    let m = common::machine(&[
+        "ranks=3",
+        "usable_dpus=192",
+        "transfer.launch_per_rank_us=5",
+    ]);
+    let t = Host::new(&m).launch(&[0; 192]).unwrap();
+    assert_eq!(t, Time(150_000_000 + 15_000_000));
+}
+
+#[test]
+fn concurrent_ownership_switches_cost_one_rank() {
+    let m = common::machine(&["transfer.ownership_switch=\"concurrent\""]);
+    let host = Host::new(&m);
+    assert_eq!(host.ownership_switch(3), Time(67_000_000));
+    assert_eq!(host.ownership_switch(0), Time::ZERO);
+    // The first read after a launch on 40 ranks pays one switch, not forty.
+    let sizes = vec![8u64; m.dpus as usize];
+    let serial = common::machine(&[]);
+    let gap = Host::new(&serial).pull_after_launch(&sizes) - host.pull_after_launch(&sizes);
+    assert_eq!(gap, Time(39 * 67_000_000));
+}
+
+#[test]
+fn each_direction_has_its_own_host_cap() {
+    // All 2,556 DPUs, 1 MB each: 2,556 MB at a DPU->CPU cap of 2.5 GB/s is 1.0224 s, far
+    // above one rank's 64 MB at 4.74 GB/s; the CPU->DPU direction keeps 25 GB/s (102.24 ms).
+    let m = common::machine(&["transfer.host_cap_dpu_cpu_gb_per_s=2.5"]);
+    let host = Host::new(&m);
+    let sizes = vec![1_000_000u64; m.dpus as usize];
+    let pull = host.pull_parallel(&sizes).time.ps();
+    let push = host.push_parallel(&sizes).time.ps();
+    let pull_exact = 100_000_000 + 1_022_400_000_000;
+    let push_exact = 100_000_000 + 102_240_000_000;
+    assert!((pull_exact..pull_exact + 40).contains(&pull), "{pull}");
+    assert!((push_exact..push_exact + 40).contains(&push), "{push}");
+}
+
+#[test]
+fn a_broadcast_crosses_the_host_memory_system_once_per_rank() {
+    // 1 MB to every DPU of 40 ranks at a 1 GB/s CPU->DPU cap: 40 MB through the host (40 ms),
+    // not the 2,556 MB the DPUs receive (2.556 s); each rank alone would take 64 MB at
+    // 16.88 GB/s = 3.79 ms.
+    let m = common::machine(&["transfer.host_cap_cpu_dpu_gb_per_s=1"]);
+    let cost = Host::new(&m).broadcast(&vec![true; m.dpus as usize], 1_000_000);
+    let us = cost.time.as_us_f64() - 100.0;
+    assert!((39_000.0..41_000.0).contains(&us), "{us} us");
+    assert_eq!(cost.moved_bytes, m.dpus as u64 * 1_000_000);
+}
+
+#[test]
+fn a_shared_cap_beside_both_directional_caps_is_refused() {
+    let o = common::pimdes(&[
+        "microbench",
+        "transfer",
+        "--set",
+        "machine.transfer.host_cap_cpu_dpu_gb_per_s=5",
+        "--set",
+        "machine.transfer.host_cap_dpu_cpu_gb_per_s=5",
+        "--quiet",
+    ]);
+    common::assert_bad(&o, &["transfer.host_cap_gb_per_s", "has no effect"]);
+}

@@ -133,6 +133,9 @@ fn parallel_all_pads_every_dpu_to_the_largest_buffer_of_the_set() {
         "machine.ranks=2",
         "machine.usable_dpus=8",
         "machine.transfer.cpu_dpu_gb_per_s_per_rank=0.33",
+        "machine.transfer.cpu_dpu_gb_per_s_per_dpu=0.33",
+        "machine.transfer.call_fixed_us=100",
+        "machine.transfer.rank_fixed_us=0",
     ]);
     let host = Host::new(&m);
     let sizes = [4000, 0, 0, 0, 10, 10, 10, 10];

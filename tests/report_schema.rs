@@ -133,7 +133,12 @@ fn every_report_meets_its_schema() {
                 &[
                     &["sensitivity"][..],
                     &INPUTS,
-                    &["--keys", "transfer.host_cap_gb_per_s", "--factors", "2"],
+                    &[
+                        "--keys",
+                        "transfer.host_cap_dpu_cpu_gb_per_s",
+                        "--factors",
+                        "2",
+                    ],
                     &[
                         "--set",
                         "machine.ranks=1",

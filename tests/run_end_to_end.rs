@@ -142,7 +142,8 @@ fn a_batch_waits_for_its_slowest_dpu() {
         "all queries on one DPU: IF_q {}",
         r.index_f64(&["imbalance", "queries"])
     );
-    let launch_us = m.transfer.launch_fixed.as_us_f64();
+    let launch_us = m.transfer.launch_fixed.as_us_f64()
+        + m.transfer.launch_per_rank.as_us_f64() * m.ranks as f64;
     // The kernel stage is the launch cost plus the slowest DPU (histogram: 3 significant digits).
     let slowest = r.breakdown_us.get("dpu_kernel") - launch_us;
     assert!(

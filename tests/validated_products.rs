@@ -27,9 +27,9 @@ fn a_transfer_rate_too_slow_for_the_machine_is_refused() {
         "--workload",
         "workloads/tiny.toml",
         "--set",
-        "machine.transfer.host_cap_gb_per_s=0.000001",
+        "machine.transfer.host_cap_dpu_cpu_gb_per_s=0.000001",
     ]);
-    assert_bad(&o, &["`transfer.host_cap_gb_per_s`", "too slow"]);
+    assert_bad(&o, &["`transfer.host_cap_dpu_cpu_gb_per_s`", "too slow"]);
 }
 
 #[test]

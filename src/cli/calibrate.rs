@@ -14,6 +14,24 @@ pub enum CalibrateWhat {
     /// `[host]` machine-file fragment with the measured constants and their source. For the
     /// paper's configuration: `--machine machines/paper-1012.toml --workload workloads/paper-raq.toml`.
     Host(HostArgs),
+    /// Compare the transfer model with the published host <-> DPU figures it was fitted
+    /// on and those held out (docs/validation.md): per figure, the measured and the modelled
+    /// time, and the mean absolute error of each set and source.
+    Transfer(TransferArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    /// The machine whose transfer model is compared (default: machines/upmem-2538.toml,
+    /// embedded); it is cut to each figure's DPUs in ranks of 64.
+    #[arg(long, value_name = "FILE")]
+    machine: Option<std::path::PathBuf>,
+    /// Override a machine key (machine.KEY=VALUE), e.g. a transfer parameter to try.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Print the figures as JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -30,7 +48,10 @@ pub struct HostArgs {
 }
 
 pub fn run(what: CalibrateWhat) -> Result<(), Error> {
-    let CalibrateWhat::Host(args) = what;
+    let args = match what {
+        CalibrateWhat::Host(args) => args,
+        CalibrateWhat::Transfer(args) => return transfer(args),
+    };
     let (machine, workload) = super::load_inputs(&args.common)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     check_partition(&machine, &workload, &Limits::host())?;
@@ -51,4 +72,91 @@ fn cpu_model() -> String {
                 .map(|(_, v)| v.trim().to_owned())
         })
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+const DEFAULT_MACHINE: &str = include_str!("../../machines/upmem-2538.toml");
+const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2538.toml (embedded)";
+
+fn transfer(args: TransferArgs) -> Result<(), Error> {
+    use crate::config::Override;
+    use crate::machine::Machine;
+    use crate::microbench::transfer_data::{self, Set};
+    let mut sets = Vec::new();
+    for text in &args.set {
+        let o = Override::parse(text)?;
+        if o.strip_prefix("machine").is_none() {
+            return Err(crate::error::InputError::key(
+                format!("--set {text}"),
+                &o.key,
+                "calibrate transfer takes machine keys (machine.*)",
+            )
+            .into());
+        }
+        sets.push(o);
+    }
+    let load = |cut: &[Override]| {
+        let all: Vec<Override> = sets.iter().chain(cut).cloned().collect();
+        match &args.machine {
+            Some(path) => Machine::load(path, &all),
+            None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &all),
+        }
+    };
+    // The machine as given must load before it is cut.
+    load(&[])?;
+    let rows = transfer_data::compare(&load)?;
+    if args.json {
+        let mut text = String::new();
+        for r in &rows {
+            text.push_str(&serde_json::to_string(r).expect("plain data"));
+            text.push('\n');
+        }
+        return write_stdout(&text);
+    }
+    let mut text = String::from(
+        "source  set       op                   DPUs   bytes/DPU    measured us     model us    error\n",
+    );
+    for r in &rows {
+        let f = &r.figure;
+        text.push_str(&format!(
+            "{:<7} {:<9} {:<20} {:>5} {:>11} {:>14.1} {:>12.1} {:>+8.1}%\n",
+            f.source,
+            serde_name(&f.set),
+            serde_name(&f.op),
+            f.dpus,
+            f.size_per_dpu_bytes,
+            f.measured_us,
+            r.model_us,
+            100.0 * r.error
+        ));
+    }
+    text.push_str("\nmean absolute error\n");
+    for set in [Set::Fit, Set::HoldOut] {
+        let (mae, n) = transfer_data::mean_abs_error(&rows, |r| r.figure.set == set);
+        text.push_str(&format!(
+            "  {:<9} all      {:>6.1}% over {n}\n",
+            serde_name(&set),
+            100.0 * mae
+        ));
+        for source in ["LK", "BPF-T", "BPF-B", "DERF", "PrIM"] {
+            let (mae, n) = transfer_data::mean_abs_error(&rows, |r| {
+                r.figure.set == set && r.figure.source == source
+            });
+            if n > 0 {
+                text.push_str(&format!(
+                    "  {:<9} {source:<8} {:>6.1}% over {n}\n",
+                    serde_name(&set),
+                    100.0 * mae
+                ));
+            }
+        }
+    }
+    write_stdout(&text)
+}
+
+/// The kebab-case name serde gives a unit variant.
+fn serde_name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }

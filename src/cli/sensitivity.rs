@@ -17,7 +17,7 @@ pub struct SensitivityArgs {
     /// Partitioner (default: the workload's).
     #[arg(long, value_name = "NAME")]
     partitioner: Option<String>,
-    /// Machine keys to move, comma-separated (`transfer.host_cap_gb_per_s,host.threads`).
+    /// Machine keys to move, comma-separated (`transfer.host_cap_cpu_dpu_gb_per_s,host.threads`).
     /// Default: every numeric key whose comment in the machine file carries `[est]`.
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     keys: Vec<String>,

@@ -271,7 +271,7 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
                 return Err(InputError::key(
                     origin,
                     key,
-                    "not a number in the machine file (give dotted keys such as transfer.host_cap_gb_per_s)",
+                    "not a number in the machine file (give dotted keys such as transfer.host_cap_cpu_dpu_gb_per_s)",
                 ));
             }
         }
@@ -326,9 +326,10 @@ mod tests {
         );
         assert_eq!(value("host.scan_ns_per_element"), Some((Float(1.0), false)));
         assert_eq!(
-            value("transfer.host_cap_gb_per_s"),
-            Some((Float(25.0), false))
+            value("transfer.host_cap_cpu_dpu_gb_per_s"),
+            Some((Float(7.0), false))
         );
+        assert_eq!(value("transfer.host_cap_gb_per_s"), None);
         assert_eq!(value("host.cpu"), None);
     }
 }

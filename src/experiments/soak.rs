@@ -84,18 +84,19 @@ fn draw_machine(rng: &mut ChaCha8Rng) -> Vec<String> {
         format!("machine.usable_dpus={dpus}"),
         format!("machine.host.threads={}", rng.random_range(1..=8u32)),
         format!(
-            "machine.transfer.host_cap_gb_per_s={}",
-            pick(rng, &[2.0, 25.0, 200.0])
+            "machine.transfer.host_cap_cpu_dpu_gb_per_s={}",
+            pick(rng, &[2.0, 7.0, 200.0])
+        ),
+        format!(
+            "machine.transfer.host_cap_dpu_cpu_gb_per_s={}",
+            pick(rng, &[2.0, 4.5, 200.0])
         ),
         format!("machine.dpu.clock_mhz={}", pick(rng, &[100, 350, 1000])),
     ]
 }
 
 fn draw_workload(rng: &mut ChaCha8Rng, pim_tree: bool) -> Vec<String> {
-    let kind = match pim_tree {
-        true => "get",
-        false => *pick(rng, &["get", "range-count-if", "range-max"]),
-    };
+    let kind = *pick(rng, &["get", "predecessor", "range-count-if", "range-max"]);
     let pairs = rng.random_range(2_000..=60_000u64);
     let mut sets = vec![
         format!("data.pairs={pairs}"),

@@ -200,6 +200,36 @@ impl Host {
         self.transfer(Direction::CpuDpu, TransferKind::Broadcast, &sizes)
     }
 
+    /// The first parallel read of `sizes` after an empty launch (its MRAM ownership switch
+    /// included): the launch and the read, less the launch alone.
+    pub fn pull_after_launch(&self, sizes: &[u64]) -> Time {
+        let launch = Step::Launch {
+            stage: 0,
+            dpu_time: vec![Time::ZERO; sizes.len()],
+        };
+        let read = Step::Transfer {
+            stage: 0,
+            direction: Direction::DpuCpu,
+            kind: TransferKind::Parallel,
+            sizes_bytes: sizes.to_vec(),
+        };
+        let program = Program {
+            stages: STAGE.to_vec(),
+            steps: vec![launch.clone(), read],
+        };
+        let both =
+            Executor::<PastCeiling>::run(&self.machine, Protocol::sequential(1), 1, |_, _| {
+                Ok(program.clone())
+            })
+            .expect("one launch and one read stay below the ceiling")
+            .batches[0]
+                .end;
+        let alone = self
+            .time_of(launch)
+            .expect("one launch stays below the ceiling");
+        both - alone
+    }
+
     /// A launch in which DPU `i` runs `cycles[i]` cycles: the fixed launch cost plus the
     /// slowest DPU (a batch is only as fast as its slowest DPU).
     pub fn launch(&self, cycles: &[u64]) -> Result<Time, PastCeiling> {
@@ -210,9 +240,15 @@ impl Host {
         self.time_of(Step::Launch { stage: 0, dpu_time })
     }
 
-    /// The MRAM ownership switch of `ranks` ranks done one after another by one thread.
+    /// The MRAM ownership switch of `ranks` ranks: one after another by one thread, or
+    /// side by side (`transfer.ownership_switch = "concurrent"`).
     pub fn ownership_switch(&self, ranks: u32) -> Time {
-        Time(self.machine.transfer.ownership_switch_per_rank.ps() * ranks as u64)
+        let t = &self.machine.transfer;
+        let n = match t.switch {
+            crate::machine::SwitchMode::Serial => ranks,
+            crate::machine::SwitchMode::Concurrent => ranks.min(1),
+        };
+        Time(t.ownership_switch_per_rank.ps() * n as u64)
     }
 
     /// Host CPU time of `work` spread over `threads` threads (at most the host's).

@@ -10,6 +10,7 @@ mod arithmetic;
 mod mram;
 mod stream;
 mod transfer;
+pub mod transfer_data;
 
 pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, apps_skipped, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};

@@ -285,7 +285,8 @@ pub fn run_point(
     let wrap = |e: Error| e.reproducible(|| reproduce(p), seed);
     let (w, pa) = (&inputs.workload, inputs.partitioner.as_ref());
     // The host's limits refuse a point for this host, not for its configuration: never
-    // recorded, always an error.
+    // recorded, always an error. What earlier points freed is returned to the system first.
+    crate::experiments::estimate::release_free_memory();
     let result = match m.command {
         SweepCommand::Run => {
             check_run(&inputs.machine, w, &Limits::host())?;

@@ -255,7 +255,13 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
         HostTask {
             stage,
             name: "ownership switch",
-            work_ps: self.p.switch_per_rank.ps() * ranks,
+            // Concurrent switches take one rank's time however many ranks switch.
+            work_ps: self.p.switch_per_rank.ps()
+                * if self.p.switch_concurrent {
+                    ranks.min(1)
+                } else {
+                    ranks
+                },
             threads: 1,
             then,
         }

@@ -176,7 +176,8 @@ fn arrived_by(fs_per_query: u64, t: Time) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Key {
     Pool,
-    Memory,
+    /// The host's memory system for one direction (0: CPU -> DPU, 1: DPU -> CPU).
+    Memory(u8),
     Lane(u32),
     Detect(u32),
     Start(u32),
@@ -185,7 +186,11 @@ enum Key {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum LaneWork {
     Fixed(Time),
-    Flow { bytes: u64, limit_bytes_per_s: u64 },
+    Flow {
+        bytes: u64,
+        limit_bytes_per_s: u64,
+        direction: Direction,
+    },
     Kernel(Time),
 }
 
@@ -268,6 +273,22 @@ struct RankPart {
     moved_bytes: u64,
     limit_bytes_per_s: u64,
     limited_by: TransferBound,
+    /// Bytes that cross the host's memory system: the moved bytes, but a broadcast's
+    /// buffer once per rank.
+    host_bytes: u64,
+}
+
+impl RankPart {
+    /// The part as a flow through the host's memory system: (bytes, rate limit), the
+    /// limit scaled so that the flow ends when the moved bytes would at their rate.
+    fn host_flow(&self) -> (u64, u64) {
+        if self.host_bytes == self.moved_bytes || self.moved_bytes == 0 {
+            return (self.moved_bytes, self.limit_bytes_per_s);
+        }
+        let limit = u128::from(self.limit_bytes_per_s) * u128::from(self.host_bytes)
+            / u128::from(self.moved_bytes);
+        (self.host_bytes, (limit as u64).max(1))
+    }
 }
 
 /// The term of the transfer model that sets a transfer's time (`bound` of `pimdes
@@ -278,11 +299,13 @@ struct RankPart {
 pub enum TransferBound {
     /// `transfer.call_fixed_us` (per call; a serial transfer makes one call per DPU).
     PerCall,
+    /// `transfer.rank_fixed_us` times the ranks the call involves.
+    PerRank,
     /// `transfer.*_gb_per_s_per_dpu`: DPUs x the per-DPU rate is below the rank's rate.
     PerDpuRate,
     /// `transfer.*_gb_per_s_per_rank` (`broadcast_gb_per_s_per_rank` for broadcasts).
     PerRankRate,
-    /// `transfer.host_cap_gb_per_s`, shared by the ranks.
+    /// The host's cap for the direction (`transfer.host_cap_*`), shared by the ranks.
     HostCap,
 }
 
@@ -305,6 +328,7 @@ fn rank_parts(
                     moved_bytes: b,
                     limit_bytes_per_s: dpu_rate,
                     limited_by: TransferBound::PerDpuRate,
+                    host_bytes: b,
                 }));
             }
             TransferKind::Parallel | TransferKind::ParallelAll | TransferKind::Broadcast => {
@@ -322,11 +346,16 @@ fn rank_parts(
                 } else {
                     (rank_rate, TransferBound::PerRankRate)
                 };
+                let host_bytes = match kind {
+                    TransferKind::Broadcast => sizes.iter().copied().max().unwrap_or(0),
+                    _ => moved,
+                };
                 parts.push(RankPart {
                     rank: r as u32,
                     moved_bytes: moved,
                     limit_bytes_per_s: limit,
                     limited_by,
+                    host_bytes,
                 });
             }
         }
@@ -366,11 +395,24 @@ pub fn transfer_bound(
             )
         })
     };
-    let call_s = calls * p.call_fixed.ps() as f64 / PS_PER_S as f64;
-    let total_bytes: u64 = parts.iter().map(|x| x.moved_bytes).sum();
-    let cap_s = seconds(total_bytes, machine.transfer.host_cap_bytes_per_s);
+    // One call on every rank of a parallel transfer; one call on one rank per DPU of a
+    // serial one.
+    let ranks = if kind == TransferKind::Serial {
+        1
+    } else {
+        parts.len() as u64
+    };
+    let to_s = |t: Time| calls * t.ps() as f64 / PS_PER_S as f64;
+    let call_s = to_s(p.call_fixed);
+    let rank_s = to_s(Time(p.rank_fixed.ps() * ranks));
+    let host_bytes: u64 = parts.iter().map(|x| x.host_bytes).sum();
+    let cap_s = seconds(host_bytes, machine.transfer.host_cap(direction));
     let mut bound = (call_s, TransferBound::PerCall);
-    for (s, b) in [(rate_s, rate_bound), (cap_s, TransferBound::HostCap)] {
+    for (s, b) in [
+        (rank_s, TransferBound::PerRank),
+        (rate_s, rate_bound),
+        (cap_s, TransferBound::HostCap),
+    ] {
         if s > bound.0 {
             bound = (s, b);
         }
@@ -381,8 +423,11 @@ pub fn transfer_bound(
 /// The components' parameters, from the machine file.
 struct Params {
     call_fixed: Time,
+    rank_fixed: Time,
     launch_fixed: Time,
+    launch_per_rank: Time,
     switch_per_rank: Time,
+    switch_concurrent: bool,
     poll_interval: Time,
     rates: [(u64, u64); 2],
     broadcast_rank: u64,
@@ -407,8 +452,11 @@ impl Params {
             .collect();
         Params {
             call_fixed: t.call_fixed,
+            rank_fixed: t.rank_fixed,
             launch_fixed: t.launch_fixed,
+            launch_per_rank: t.launch_per_rank,
             switch_per_rank: t.ownership_switch_per_rank,
+            switch_concurrent: t.switch == crate::machine::SwitchMode::Concurrent,
             poll_interval: t.poll_interval,
             rates: [
                 (
@@ -436,6 +484,16 @@ impl Params {
         self.first_dpu[r]..self.first_dpu[r] + self.dpus_per_rank[r]
     }
 
+    /// The fixed cost of one transfer call on `ranks` ranks.
+    fn call_cost(&self, ranks: u64) -> Time {
+        self.call_fixed + Time(self.rank_fixed.ps() * ranks)
+    }
+
+    /// The fixed cost of a launch on `ranks` ranks.
+    fn launch_cost(&self, ranks: u64) -> Time {
+        self.launch_fixed + Time(self.launch_per_rank.ps() * ranks)
+    }
+
     fn rates(&self, d: Direction) -> (u64, u64) {
         self.rates[matches!(d, Direction::DpuCpu) as usize]
     }
@@ -451,7 +509,8 @@ pub struct Executor<'p, E> {
     total_batches: u64,
     queue: EventQueue<Key, Time>,
     pool: FluidShare<u32>,
-    memory: FluidShare<u32>,
+    /// The host's memory system, one share per direction (its own cap each).
+    memory: [FluidShare<u32>; 2],
     lanes: Vec<Lane>,
     slots: Vec<Slot>,
     /// The slot whose batch holds the DPUs, and the next batch allowed to take them.
@@ -511,9 +570,12 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
         let ranks = p.dpus_per_rank.len();
         let slots = protocol.batches_in_flight as usize;
         let mut ex = Executor {
-            queue: EventQueue::new(2 + 2 * ranks + slots),
+            queue: EventQueue::new(3 + 2 * ranks + slots),
             pool: FluidShare::new(p.threads as u64 * 1000, slots),
-            memory: FluidShare::new(machine.transfer.host_cap_bytes_per_s, ranks),
+            memory: machine
+                .transfer
+                .host_cap_bytes_per_s
+                .map(|cap| FluidShare::new(cap, ranks)),
             lanes: (0..ranks).map(|_| Lane::default()).collect(),
             slots: (0..slots).map(|_| Slot::default()).collect(),
             p,
@@ -572,14 +634,14 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
                 self.done = done;
                 self.reschedule(Key::Pool);
             }
-            Key::Memory => {
+            Key::Memory(d) => {
                 let mut done = std::mem::take(&mut self.done);
-                self.memory.take_completed(now, &mut done);
+                self.memory[d as usize].take_completed(now, &mut done);
                 for &r in &done {
                     self.lane_op_done(r, now)?;
                 }
                 self.done = done;
-                self.reschedule(Key::Memory);
+                self.reschedule(Key::Memory(d));
             }
             Key::Lane(r) => self.lane_op_done(r, now)?,
             Key::Detect(r) => self.detected(r, now)?,
@@ -591,7 +653,7 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
     fn reschedule(&mut self, key: Key) {
         let next = match key {
             Key::Pool => self.pool.next_completion(),
-            Key::Memory => self.memory.next_completion(),
+            Key::Memory(d) => self.memory[d as usize].next_completion(),
             _ => unreachable!("only shared resources are rescheduled"),
         };
         match next {

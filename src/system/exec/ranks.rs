@@ -6,7 +6,8 @@ use super::*;
 impl<E: From<PastCeiling>> Executor<'_, E> {
     // ---- transfers ----
 
-    /// Per rank of a parallel or broadcast transfer: bytes moved (padded) and rate limit.
+    /// Per rank of a parallel or broadcast transfer: the bytes that cross the host's memory
+    /// system (the padded bytes moved; a broadcast's buffer once) and their rate limit.
     pub(super) fn rank_plan(
         &self,
         direction: Direction,
@@ -15,7 +16,10 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
     ) -> Vec<(u32, u64, u64)> {
         rank_parts(&self.p, direction, kind, sizes)
             .into_iter()
-            .map(|part| (part.rank, part.moved_bytes, part.limit_bytes_per_s))
+            .map(|part| {
+                let (bytes, limit) = part.host_flow();
+                (part.rank, bytes, limit)
+            })
             .collect()
     }
 
@@ -62,7 +66,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
 
 impl<E: From<PastCeiling>> Executor<'_, E> {
     /// The current transfer step's (name, stage, kind) for its lane ops.
-    pub(super) fn transfer_of(&mut self, s: u32) -> (&'static str, usize, TransferKind) {
+    pub(super) fn transfer_of(&mut self, s: u32) -> (&'static str, usize, TransferKind, Direction) {
         let a = self.active(s);
         match &a.program.steps[a.pc] {
             Step::Transfer {
@@ -82,14 +86,14 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
                     (TransferKind::Serial, Direction::CpuDpu) => "copy to",
                     (TransferKind::Serial, Direction::DpuCpu) => "copy from",
                 };
-                (name, *stage, *kind)
+                (name, *stage, *kind, *direction)
             }
             _ => unreachable!("a transfer step"),
         }
     }
 
     pub(super) fn start_transfer_lanes(&mut self, s: u32, now: Time) -> Result<(), E> {
-        let (name, stage, kind) = self.transfer_of(s);
+        let (name, stage, kind, direction) = self.transfer_of(s);
         let plan = std::mem::take(&mut self.active(s).plan);
         if kind == TransferKind::Serial {
             self.active(s).serial = plan.into();
@@ -98,29 +102,36 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             return Ok(());
         }
         self.active(s).outstanding = plan.len() as u32;
+        // One call on every rank of the plan: each rank's part starts after the call's
+        // fixed cost for that many ranks.
+        let fixed = self.p.call_cost(plan.len() as u64);
         for (r, bytes, limit) in plan {
-            self.push_transfer_ops(s, r, (name, stage), (bytes, limit), Job::Transfer, now);
+            let what = (name, stage, fixed);
+            self.push_transfer_ops(s, r, what, (bytes, limit, direction), Job::Transfer, now);
         }
         Ok(())
     }
 
     /// Starts the next call of a serial transfer; false when none is left.
     pub(super) fn next_serial(&mut self, s: u32, now: Time) -> bool {
-        let (name, stage, _) = self.transfer_of(s);
+        let (name, stage, _, direction) = self.transfer_of(s);
         let Some((r, bytes, limit)) = self.active(s).serial.pop_front() else {
             return false;
         };
-        self.push_transfer_ops(s, r, (name, stage), (bytes, limit), Job::Transfer, now);
+        let what = (name, stage, self.p.call_cost(1));
+        self.push_transfer_ops(s, r, what, (bytes, limit, direction), Job::Transfer, now);
         true
     }
 
-    /// One SDK call on rank `r`: its fixed cost, then its bytes through the memory system.
+    /// One SDK call's part on rank `r`: the call's fixed cost (`what`: name, stage, fixed
+    /// cost), then its bytes through the memory system of its direction (`flow`: bytes,
+    /// rate limit, direction).
     pub(super) fn push_transfer_ops(
         &mut self,
         s: u32,
         r: u32,
-        what: (&'static str, usize),
-        flow: (u64, u64),
+        what: (&'static str, usize, Time),
+        flow: (u64, u64, Direction),
         job: Job,
         now: Time,
     ) {
@@ -129,7 +140,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             slot: s,
             stage: what.1,
             name: "call",
-            work: LaneWork::Fixed(self.p.call_fixed),
+            work: LaneWork::Fixed(what.2),
             ends_job: false,
             job,
         });
@@ -140,6 +151,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             work: LaneWork::Flow {
                 bytes: flow.0,
                 limit_bytes_per_s: flow.1,
+                direction: flow.2,
             },
             ends_job: true,
             job,
@@ -166,6 +178,10 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             });
         }
         let mut launched = 0;
+        let with_dpus = (0..ranks)
+            .filter(|&r| !self.p.rank_dpus(r).is_empty())
+            .count();
+        let fixed = self.p.launch_cost(with_dpus as u64);
         for r in 0..ranks {
             let range = self.p.rank_dpus(r);
             if range.is_empty() {
@@ -174,7 +190,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             let kernel = dpu_time[range].iter().copied().max().unwrap_or(Time::ZERO);
             let lane = &mut self.lanes[r];
             for (name, work, ends_job) in [
-                ("launch", LaneWork::Fixed(self.p.launch_fixed), false),
+                ("launch", LaneWork::Fixed(fixed), false),
                 ("kernel", LaneWork::Kernel(kernel), true),
             ] {
                 lane.queue.push_back(LaneOp {
@@ -254,10 +270,11 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             LaneWork::Flow {
                 bytes,
                 limit_bytes_per_s,
+                direction,
             } => {
                 let units = bytes as u128 * PS_PER_S as u128;
-                self.memory.add(now, r, units, limit_bytes_per_s);
-                self.reschedule(Key::Memory);
+                self.memory[direction as usize].add(now, r, units, limit_bytes_per_s);
+                self.reschedule(Key::Memory(direction as u8));
             }
         }
     }
@@ -348,6 +365,8 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
         let stage = a.program.steps[a.pc + 1].stage();
         let read = a.fused.as_ref().and_then(|f| f.reads[r as usize]);
         let (bytes, limit) = read.expect("only ranks with results are read");
-        self.push_transfer_ops(s, r, ("pull", stage), (bytes, limit), Job::Read, now);
+        let what = ("pull", stage, self.p.call_cost(1));
+        let flow = (bytes, limit, Direction::DpuCpu);
+        self.push_transfer_ops(s, r, what, flow, Job::Read, now);
     }
 }
