@@ -5,20 +5,28 @@
 
 mod common;
 
-use pimdes::microbench::{RED_RUNS, VA_RUNS, apps, red, va};
+use pimdes::microbench::{BS_RUNS, RED_RUNS, VA_RUNS, apps, bs, red, va};
 
 #[test]
 fn va_runs_every_published_configuration_and_launches_cost_their_fixed_part() {
     let machine = common::machine(&[]);
     let records = apps(&machine).unwrap();
-    assert_eq!(records.len(), VA_RUNS.len() + RED_RUNS.len());
+    assert_eq!(
+        records.len(),
+        VA_RUNS.len() + RED_RUNS.len() + BS_RUNS.len()
+    );
     let fixed_ms = machine.transfer.launch_fixed.as_us_f64() / 1000.0;
     for r in &records {
         assert!(
             (r.launch_ms - r.dpu_kernel_ms - fixed_ms).abs() < 1e-9,
             "{r:?}: the launch is its fixed cost plus the slowest DPU"
         );
-        assert_eq!(r.elements_per_dpu, r.elements.div_ceil(u64::from(r.dpus)));
+        let share = match r.app.as_str() {
+            // BS: the queries of a DPU, p / 8 in all padded to DPUs x 16 tasklets.
+            "bs" => (r.elements / 8).next_multiple_of(u64::from(r.dpus) * 16) / u64::from(r.dpus),
+            _ => r.elements.div_ceil(u64::from(r.dpus)),
+        };
+        assert_eq!(r.elements_per_dpu, share, "{r:?}");
     }
 }
 
@@ -58,4 +66,19 @@ fn red_runs_at_six_cycles_per_element_plus_its_final_reduction() {
         red(&machine, 4, 8_388_608).unwrap().dpu_kernel_ms,
         one.dpu_kernel_ms
     );
+}
+
+#[test]
+fn bs_time_grows_with_the_queries_per_dpu_and_the_steps_per_query() {
+    let machine = common::machine(&[]);
+    // The same vector, twice the queries per DPU: twice the kernel (within 1 %).
+    let a = bs(&machine, 4, 131_072).unwrap();
+    let b = bs(&machine, 4, 262_144).unwrap();
+    let per_query = |r: &pimdes::microbench::AppRecord| r.dpu_kernel_ms / r.elements_per_dpu as f64;
+    // Twice the vector is one more halving step per query: a little more per query.
+    assert!(per_query(&b) > per_query(&a) && per_query(&b) < 1.2 * per_query(&a));
+    // 4 DPUs share the queries of one: about a quarter of the kernel.
+    let one = bs(&machine, 1, 131_072).unwrap();
+    let ratio = one.dpu_kernel_ms / a.dpu_kernel_ms;
+    assert!((3.9..4.1).contains(&ratio), "{ratio}");
 }

@@ -75,12 +75,12 @@ pub const RED_RUNS: [(u32, u64); 14] = [
 
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AppRecord {
-    /// `va` or `red`.
+    /// `va`, `red` or `bs`.
     pub app: String,
     pub dpus: u32,
-    /// Elements of the whole input (PrIM's `-i`).
+    /// Elements of the whole input (PrIM's `-i`; BS: the vector every DPU holds).
     pub elements: u64,
-    /// Elements each DPU processes.
+    /// Elements each DPU processes (BS: its queries).
     pub elements_per_dpu: u64,
     pub tasklets: u32,
     /// The slowest DPU's kernel alone.
@@ -251,7 +251,7 @@ pub fn red(machine: &Machine, dpus: u32, elements: u64) -> Result<AppRecord, Err
 
 /// The record of `dpus` DPUs each running `cycles` of one application (name, tasklets); an
 /// error when the launch would pass the simulator's time ceiling (absurd machine costs).
-fn record(
+pub(super) fn record(
     machine: &Machine,
     (app, tasklets): (&str, u32),
     dpus: u32,
@@ -275,17 +275,28 @@ fn record(
     })
 }
 
-/// Every published run as (VA?, DPUs, elements), and whether `machine` can hold it (enough
-/// DPUs; MRAM for the share).
-fn runs(machine: &Machine) -> Vec<((bool, u32, u64), bool)> {
+/// The PrIM applications modelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum App {
+    Va,
+    Red,
+    Bs,
+}
+
+/// Every published run as (application, DPUs, size), and whether `machine` can hold it
+/// (enough DPUs; MRAM for the share).
+fn runs(machine: &Machine) -> Vec<((App, u32, u64), bool)> {
     let fits = |dpus: u32, bytes: u64| dpus <= machine.dpus && bytes <= machine.dpu.mram_size_bytes;
     let va_runs = VA_RUNS
         .iter()
-        .map(|&(d, n)| ((true, d, n), fits(d, va_mram_bytes(n, d))));
+        .map(|&(d, n)| ((App::Va, d, n), fits(d, va_mram_bytes(n, d))));
     let red_runs = RED_RUNS
         .iter()
-        .map(|&(d, n)| ((false, d, n), fits(d, n.div_ceil(u64::from(d)) * 8)));
-    va_runs.chain(red_runs).collect()
+        .map(|&(d, n)| ((App::Red, d, n), fits(d, n.div_ceil(u64::from(d)) * 8)));
+    let bs_runs = super::bs::BS_RUNS
+        .iter()
+        .map(|&(d, p)| ((App::Bs, d, p), fits(d, super::bs::bs_mram_bytes(p, d))));
+    va_runs.chain(red_runs).chain(bs_runs).collect()
 }
 
 /// How many published runs `machine` cannot hold ([`apps`] leaves them out).
@@ -293,20 +304,18 @@ pub fn apps_skipped(machine: &Machine) -> usize {
     runs(machine).iter().filter(|(_, fits)| !fits).count()
 }
 
-/// Every published VA and RED run that fits the machine.
+/// Every published VA, RED and BS run that fits the machine.
 pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, Error> {
     use rayon::prelude::*;
-    let runs: Vec<(bool, u32, u64)> = runs(machine)
+    let runs: Vec<(App, u32, u64)> = runs(machine)
         .into_iter()
         .filter_map(|(run, fits)| fits.then_some(run))
         .collect();
     runs.par_iter()
-        .map(|&(is_va, d, n)| {
-            if is_va {
-                va(machine, d, n)
-            } else {
-                red(machine, d, n)
-            }
+        .map(|&(app, d, n)| match app {
+            App::Va => va(machine, d, n),
+            App::Red => red(machine, d, n),
+            App::Bs => super::bs::bs(machine, d, n),
         })
         .collect()
 }

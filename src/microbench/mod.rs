@@ -7,6 +7,7 @@
 
 mod apps;
 mod arithmetic;
+mod bs;
 mod mram;
 mod stream;
 mod transfer;
@@ -14,6 +15,7 @@ pub mod transfer_data;
 
 pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, apps_skipped, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
+pub use bs::{BS_RUNS, bs};
 pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
 pub use transfer::{TransferDirection, TransferMode, TransferRecord, TransferSweep, transfer};
