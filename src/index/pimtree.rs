@@ -440,10 +440,7 @@ impl Index for PimTree {
             pulls_per_batch: None,
             skewed_rounds_per_batch: None,
         };
-        match serde_json::to_value(PimTreeKeys { pim_tree }) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => unreachable!("a struct serialises to an object"),
-        }
+        pim_tree.into_report()
     }
 
     fn table_rows(&self) -> Vec<(String, String)> {
@@ -466,6 +463,16 @@ impl Index for PimTree {
     }
 }
 
+impl PimTreeFields {
+    /// The keys of the run report: these figures under `pim_tree`.
+    pub(super) fn into_report(self) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(PimTreeKeys { pim_tree: self }) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => unreachable!("a struct serialises to an object"),
+        }
+    }
+}
+
 /// The schema of PIM-tree's keys of the run report.
 pub fn report_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     generator.subschema_for::<PimTreeKeys>()
@@ -473,8 +480,8 @@ pub fn report_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
 
 /// PIM-tree's keys of the run report: its figures, under `pim_tree`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub(super) struct PimTreeKeys {
-    pub pim_tree: PimTreeFields,
+struct PimTreeKeys {
+    pim_tree: PimTreeFields,
 }
 
 /// PIM-tree's figures in the run report.

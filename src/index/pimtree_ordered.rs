@@ -14,7 +14,7 @@
 //! on the replies, and at the end `fill` (cpu). The whole batch holds the DPUs (PIM-tree
 //! takes its DPU lock per round, so two batches' rounds could interleave there).
 
-use super::pimtree::{ChunkVisit, PimTreeFields, PimTreeKeys, STAGES, dpu_groups, group_count};
+use super::pimtree::{ChunkVisit, PimTreeFields, STAGES, dpu_groups, group_count};
 use super::{BatchWork, IndexError, MramNeed, Record, busiest, host_step, verify};
 use crate::config::InputError;
 use crate::dpu::{Dpu, LaunchError};
@@ -470,10 +470,7 @@ impl super::Index for PimTreeOrdered {
             pulls_per_batch: Some(per_batch(t.pulls)),
             skewed_rounds_per_batch: Some(per_batch(t.skewed)),
         };
-        match serde_json::to_value(PimTreeKeys { pim_tree }) {
-            Ok(serde_json::Value::Object(map)) => map,
-            _ => unreachable!("a struct serialises to an object"),
-        }
+        pim_tree.into_report()
     }
 
     fn table_rows(&self) -> Vec<(String, String)> {

@@ -428,3 +428,93 @@ impl SearchKernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dpu::Dpu;
+    use crate::machine::Machine;
+    use crate::pimtree::image::{key_height, write_image};
+    use crate::pimtree::nodes::{Top, node_pptr, write_nodes};
+    use crate::pimtree::round::{Block, read_and_check, write_round};
+    use crate::pimtree::skiplist::{Skeleton, SkipList, pptr};
+
+    /// Every task type on one DPU holding all of 40,000 keys, each reply computed here by
+    /// brute force over the sorted keys (not by the round planner).
+    #[test]
+    fn every_task_type_answers_as_a_scan_of_the_sorted_keys_does() {
+        let m = Machine::from_toml_str(
+            "m.toml",
+            include_str!("../../machines/upmem-2538.toml"),
+            &[],
+        )
+        .unwrap();
+        let layout = Layout::new(11);
+        let pairs: Vec<(u64, u64)> = (1..=40_000u64).map(|i| (i * 10, i)).collect();
+        let mut skeleton = Skeleton::default();
+        let mut level0: Vec<Vec<(u64, u64)>> = Vec::new();
+        let data_ptr = |i: usize| pptr(0, layout.data_node_addr(i as u64 + 1));
+        for (i, &(k, _)) in pairs.iter().enumerate() {
+            let heads = skeleton.heads.len();
+            skeleton.push(k, key_height(3, k));
+            if skeleton.heads.len() > heads {
+                level0.push(Vec::new());
+            }
+            level0.last_mut().unwrap().push((k, data_ptr(i)));
+        }
+        let list = SkipList::new(3, 1, skeleton);
+        let top = Top::build(&layout, &list);
+        let mut dpu = Dpu::new(&m.dpu, 0);
+        write_image(dpu.mram_mut(), &layout, 3, &pairs);
+        write_nodes(dpu.mram_mut(), &layout, &list, 0, &level0, &top);
+        // The predecessor of q (the first key when none is below) by a scan.
+        let pred = |q: u64| pairs.iter().rposition(|p| p.0 <= q).unwrap_or(0);
+        let node =
+            |level: usize, q: u64| list.heads(level).iter().rposition(|&h| h <= q).unwrap_or(0);
+        let ptr = |level: usize, i: usize| node_pptr(&layout, &list, level, i);
+        let queries = [0u64, 5, 10, 12_345, 200_001, 399_999, 400_000, u64::MAX];
+        let mut round = Vec::new();
+        let mut b = Block::new(TaskType::TopSearch);
+        let mut push = Block::new(TaskType::Push);
+        let mut one = Block::new(TaskType::PushOne);
+        let mut get = Block::new(TaskType::GetKey);
+        for &q in &queries {
+            b.push(&[q], &[ptr(2, node(2, q))]);
+            push.push(&[ptr(2, node(2, q)), 1, q], &[ptr(0, node(0, q))]);
+            one.push(&[ptr(0, node(0, q)), q], &[data_ptr(pred(q))]);
+            let p = pairs[pred(q)];
+            get.push(&[data_ptr(pred(q)) & 0xffff_ffff], &[p.0, p.1]);
+        }
+        let mut pull = Block::new(TaskType::Pull);
+        let mut children = Block::new(TaskType::Children);
+        let mut scan = Block::new(TaskType::ScanSearch);
+        let mut top_scan = Block::new(TaskType::TopScan);
+        for i in [0, list.nodes(1) / 2, list.nodes(1) - 1] {
+            let c = list.children(1, i);
+            let mut want: Vec<u64> = c.clone().map(|g| list.head(0, g)).collect();
+            want.extend(c.map(|g| ptr(0, g)));
+            pull.push(&[ptr(1, i)], &want);
+        }
+        for (lo, hi) in [(0u64, 95), (12_341, 12_999), (399_000, u64::MAX)] {
+            let i = node(0, lo);
+            let all: Vec<u64> = level0[i].iter().map(|e| e.1).collect();
+            children.push(&[ptr(0, i)], &all);
+            let inside: Vec<u64> = level0[i]
+                .iter()
+                .filter(|e| (lo..=hi).contains(&e.0))
+                .map(|e| e.1)
+                .collect();
+            scan.push(&[ptr(0, i), lo, hi], &inside);
+            let last = list.heads(2).iter().rposition(|&h| h <= hi).unwrap_or(0);
+            let want: Vec<u64> = (node(2, lo)..=last).map(|j| ptr(2, j)).collect();
+            top_scan.push(&[lo, hi], &want);
+        }
+        round.extend([b, push, one, get, pull, children, scan, top_scan]);
+        write_round(dpu.mram_mut(), &layout, &round);
+        let kernel = SearchKernel {
+            layout: layout.clone(),
+        };
+        dpu.launch(&kernel, 11).unwrap();
+        read_and_check(dpu.mram(), &layout, &round, 11, |_, _, _| {}).unwrap();
+    }
+}
