@@ -1,5 +1,6 @@
 //! `pimdes calibrate host` prints a `[host]` fragment that a machine file takes as it is:
 //! every key of the table, each measured value positive, and the machine loads with it.
+//! `pimdes calibrate transfer` prints the fit and held-out errors the docs state.
 
 mod common;
 
@@ -68,4 +69,52 @@ fn bad_calibration_input_is_refused() {
         &pimdes(&[&ARGS[..], &["--set", "queries.skew=-1"]].concat()),
         &["queries.skew"],
     );
+}
+
+#[test]
+fn calibrate_transfer_compares_fit_and_held_out_figures_as_the_docs_state() {
+    let o = pimdes(&["calibrate", "transfer"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let mae = |set: &str| -> String {
+        let line = o
+            .stdout
+            .lines()
+            .find(|l| l.split_whitespace().take(2).eq([set, "all"]))
+            .unwrap_or_else(|| panic!("no `{set} all` line in\n{}", o.stdout));
+        line.split_whitespace()
+            .nth(2)
+            .unwrap()
+            .trim_end_matches('%')
+            .to_owned()
+    };
+    let (fit, held) = (mae("fit"), mae("hold-out"));
+    let docs = std::fs::read_to_string("docs/validation.md").unwrap();
+    for (what, value) in [("fit", &fit), ("held out", &held)] {
+        assert!(
+            docs.contains(&format!("{value} %")),
+            "docs/validation.md does not state the {what} error {value} %"
+        );
+    }
+    // One JSON object per figure, each with its set.
+    let o = pimdes(&["calibrate", "transfer", "--json"]);
+    let rows: Vec<serde_json::Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(rows.len() > 100);
+    assert!(rows.iter().any(|r| r["set"] == "hold-out"));
+}
+
+#[test]
+fn calibrate_transfer_refuses_keys_that_are_not_the_machines() {
+    let o = pimdes(&["calibrate", "transfer", "--set", "queries.skew=1"]);
+    assert_bad(&o, &["queries.skew", "machine keys"]);
+    let o = pimdes(&[
+        "calibrate",
+        "transfer",
+        "--set",
+        "machine.transfer.call_fixed_us=-1",
+    ]);
+    assert_bad(&o, &["transfer.call_fixed_us"]);
 }

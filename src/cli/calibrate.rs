@@ -80,7 +80,7 @@ const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2538.toml (embedded)";
 fn transfer(args: TransferArgs) -> Result<(), Error> {
     use crate::config::Override;
     use crate::machine::Machine;
-    use crate::microbench::transfer_data::{self, Set};
+    use crate::microbench::transfer_data;
     let mut sets = Vec::new();
     for text in &args.set {
         let o = Override::parse(text)?;
@@ -112,10 +112,16 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
         }
         return write_stdout(&text);
     }
+    write_stdout(&transfer_table(&rows))
+}
+
+/// Every figure beside the model, then the mean absolute error of each set and source.
+fn transfer_table(rows: &[crate::microbench::transfer_data::Compared]) -> String {
+    use crate::microbench::transfer_data::{Set, mean_abs_error};
     let mut text = String::from(
         "source  set       op                   DPUs   bytes/DPU    measured us     model us    error\n",
     );
-    for r in &rows {
+    for r in rows {
         let f = &r.figure;
         text.push_str(&format!(
             "{:<7} {:<9} {:<20} {:>5} {:>11} {:>14.1} {:>12.1} {:>+8.1}%\n",
@@ -131,26 +137,24 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
     }
     text.push_str("\nmean absolute error\n");
     for set in [Set::Fit, Set::HoldOut] {
-        let (mae, n) = transfer_data::mean_abs_error(&rows, |r| r.figure.set == set);
+        let name = serde_name(&set);
+        let (mae, n) = mean_abs_error(rows, |r| r.figure.set == set);
         text.push_str(&format!(
-            "  {:<9} all      {:>6.1}% over {n}\n",
-            serde_name(&set),
+            "  {name:<9} all      {:>6.1}% over {n}\n",
             100.0 * mae
         ));
         for source in ["LK", "BPF-T", "BPF-B", "DERF", "PrIM"] {
-            let (mae, n) = transfer_data::mean_abs_error(&rows, |r| {
-                r.figure.set == set && r.figure.source == source
-            });
+            let (mae, n) =
+                mean_abs_error(rows, |r| r.figure.set == set && r.figure.source == source);
             if n > 0 {
                 text.push_str(&format!(
-                    "  {:<9} {source:<8} {:>6.1}% over {n}\n",
-                    serde_name(&set),
+                    "  {name:<9} {source:<8} {:>6.1}% over {n}\n",
                     100.0 * mae
                 ));
             }
         }
     }
-    write_stdout(&text)
+    text
 }
 
 /// The kebab-case name serde gives a unit variant.
