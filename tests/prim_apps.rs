@@ -5,7 +5,7 @@
 
 mod common;
 
-use pimdes::microbench::{BS_RUNS, RED_RUNS, VA_RUNS, apps, bs, red, va};
+use pimdes::microbench::{BS_RUNS, GEMV_RUNS, RED_RUNS, VA_RUNS, apps, bs, gemv, red, va};
 
 #[test]
 fn va_runs_every_published_configuration_and_launches_cost_their_fixed_part() {
@@ -13,7 +13,7 @@ fn va_runs_every_published_configuration_and_launches_cost_their_fixed_part() {
     let records = apps(&machine).unwrap();
     assert_eq!(
         records.len(),
-        VA_RUNS.len() + RED_RUNS.len() + BS_RUNS.len()
+        VA_RUNS.len() + RED_RUNS.len() + BS_RUNS.len() + GEMV_RUNS.len()
     );
     let fixed_ms = machine.transfer.launch_fixed.as_us_f64() / 1000.0;
     for r in &records {
@@ -81,4 +81,24 @@ fn bs_time_grows_with_the_queries_per_dpu_and_the_steps_per_query() {
     let one = bs(&machine, 1, 131_072).unwrap();
     let ratio = one.dpu_kernel_ms / a.dpu_kernel_ms;
     assert!((3.9..4.1).contains(&ratio), "{ratio}");
+}
+
+#[test]
+fn gemv_runs_at_the_machine_files_multiply_cost_per_element() {
+    let machine = common::machine(&[]);
+    let one = gemv(&machine, 1, 8192).unwrap();
+    // Per element: 4 WRAM accesses + 30 for the 32-bit multiply + 1 add + 3 of loop
+    // overhead = 38 instructions, one per cycle with 16 tasklets (the two 1,024-byte reads
+    // per row, 1,056 cycles of bank occupancy, overlap); plus 14 per row and 8 per row of
+    // the pair's 16: 2,454 cycles per row.
+    let cycles = one.dpu_kernel_ms * 1e-3 * machine.dpu.clock.hz() as f64;
+    let per_row = cycles / one.elements_per_dpu as f64;
+    assert!(
+        (2454.0..2470.0).contains(&per_row),
+        "{per_row} cycles per row"
+    );
+    assert_eq!(
+        gemv(&machine, 4, 32_768).unwrap().dpu_kernel_ms,
+        one.dpu_kernel_ms
+    );
 }

@@ -75,12 +75,13 @@ pub const RED_RUNS: [(u32, u64); 14] = [
 
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct AppRecord {
-    /// `va`, `red` or `bs`.
+    /// `va`, `red`, `bs` or `gemv`.
     pub app: String,
     pub dpus: u32,
-    /// Elements of the whole input (PrIM's `-i`; BS: the vector every DPU holds).
+    /// Elements of the whole input (PrIM's `-i`; BS: the vector every DPU holds; GEMV: the
+    /// matrix's rows).
     pub elements: u64,
-    /// Elements each DPU processes (BS: its queries).
+    /// Elements each DPU processes (BS: its queries; GEMV: its rows).
     pub elements_per_dpu: u64,
     pub tasklets: u32,
     /// The slowest DPU's kernel alone.
@@ -281,6 +282,7 @@ enum App {
     Va,
     Red,
     Bs,
+    Gemv,
 }
 
 /// Every published run as (application, DPUs, size), and whether `machine` can hold it
@@ -296,7 +298,17 @@ fn runs(machine: &Machine) -> Vec<((App, u32, u64), bool)> {
     let bs_runs = super::bs::BS_RUNS
         .iter()
         .map(|&(d, p)| ((App::Bs, d, p), fits(d, super::bs::bs_mram_bytes(p, d))));
-    va_runs.chain(red_runs).chain(bs_runs).collect()
+    let gemv_runs = super::gemv::GEMV_RUNS.iter().map(|&(d, m)| {
+        (
+            (App::Gemv, d, m),
+            fits(d, super::gemv::gemv_mram_bytes(m, d)),
+        )
+    });
+    va_runs
+        .chain(red_runs)
+        .chain(bs_runs)
+        .chain(gemv_runs)
+        .collect()
 }
 
 /// How many published runs `machine` cannot hold ([`apps`] leaves them out).
@@ -304,7 +316,7 @@ pub fn apps_skipped(machine: &Machine) -> usize {
     runs(machine).iter().filter(|(_, fits)| !fits).count()
 }
 
-/// Every published VA, RED and BS run that fits the machine.
+/// Every published VA, RED, BS and GEMV run that fits the machine.
 pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, Error> {
     use rayon::prelude::*;
     let runs: Vec<(App, u32, u64)> = runs(machine)
@@ -316,6 +328,7 @@ pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, Error> {
             App::Va => va(machine, d, n),
             App::Red => red(machine, d, n),
             App::Bs => super::bs::bs(machine, d, n),
+            App::Gemv => super::gemv::gemv(machine, d, n),
         })
         .collect()
 }

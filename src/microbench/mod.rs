@@ -8,6 +8,7 @@
 mod apps;
 mod arithmetic;
 mod bs;
+mod gemv;
 mod mram;
 mod stream;
 mod transfer;
@@ -16,6 +17,7 @@ pub mod transfer_data;
 pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, apps_skipped, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
 pub use bs::{BS_RUNS, bs};
+pub use gemv::{GEMV_RUNS, gemv};
 pub use mram::{MramRecord, mram};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
 pub use transfer::{TransferDirection, TransferMode, TransferRecord, TransferSweep, transfer};
