@@ -105,3 +105,29 @@ fn an_unknown_suite_lists_the_known_ones() {
         ],
     );
 }
+
+#[test]
+fn bad_system_scale_transfer_terms_name_their_key() {
+    let o = with_set("machine.transfer.ownership_switch=\"sometimes\"");
+    assert_bad(&o, &["transfer.ownership_switch", "sometimes"]);
+    let o = with_set("machine.transfer.rank_fixed_us=-1");
+    assert_bad(&o, &["transfer.rank_fixed_us"]);
+    let o = with_set("machine.transfer.host_cap_dpu_cpu_gb_per_s=0");
+    assert_bad(&o, &["transfer.host_cap_dpu_cpu_gb_per_s"]);
+    // No cap at all for a direction.
+    let path = machine_file("no-cap.toml", |t| {
+        t.lines()
+            .filter(|l| !l.starts_with("host_cap_gb_per_s"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let o = pimdes(&["microbench", "mram", "--machine", path.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &[
+            "no-cap.toml",
+            "transfer.host_cap_cpu_dpu_gb_per_s",
+            "missing",
+        ],
+    );
+}
