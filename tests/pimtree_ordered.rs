@@ -196,3 +196,26 @@ fn bforest_answers_predecessor_batches_as_gets() {
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["answers_verified"], true);
 }
+
+#[test]
+fn a_scan_plan_beyond_host_memory_is_refused_before_any_work() {
+    // The paper's RAQ workload as PIM-tree scans: 3 x 10^9 covered pairs, each held in the
+    // plan (hundreds of GB); refused with the estimate, naming the batch size.
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/upmem-2538.toml",
+        "--workload",
+        "workloads/paper-raq.toml",
+        "--set",
+        "run.index=pim-tree",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "queries.batch_size",
+            "MiB of host memory",
+            "queries in all batches",
+        ],
+    );
+}
