@@ -301,3 +301,62 @@ fn time_past_the_ceiling_is_an_error_not_an_overflow() {
         Executor::<PastCeiling>::run(&m, Protocol::sequential(1), 3, |_, _| Ok(step(u64::MAX)));
     assert_eq!(past.unwrap_err(), PastCeiling { batch: 0 });
 }
+
+#[test]
+fn concurrent_switches_overlap_when_ranks_finish_together() {
+    // Four ranks whose DPUs all run 100 us; each returns 64 x 64 KiB. With serial switches
+    // the async reads, each seen at 250 us, queue their switches on the one host thread
+    // (67 us each, one after another); with concurrent switches each rank switches on its
+    // own lane, all four at once.
+    let run_with = |switch: &str| {
+        let set = format!("transfer.ownership_switch=\"{switch}\"");
+        let m = common::machine(&["ranks=4", "usable_dpus=256", &set]);
+        let program = Program {
+            stages: stages(),
+            steps: vec![
+                launch(&[100; 256]),
+                Step::Transfer {
+                    stage: 1,
+                    direction: Direction::DpuCpu,
+                    kind: TransferKind::Parallel,
+                    sizes_bytes: vec![65_536; 256],
+                },
+            ],
+        };
+        run(
+            &m,
+            protocol(LaunchMode::Async, 1, Arrival::Closed),
+            1,
+            program,
+        )
+    };
+    let serial = run_with("serial");
+    let concurrent = run_with("concurrent");
+    let switches = |t: &Timeline| {
+        let mut ends: Vec<Time> = t
+            .spans
+            .iter()
+            .filter(|s| s.name == "ownership switch")
+            .map(|s| s.end)
+            .collect();
+        ends.sort();
+        ends
+    };
+    // Serial: the host's switches end 67 us apart, from 250 + 67 us.
+    let s = switches(&serial);
+    assert_eq!(s.len(), 4);
+    for (i, end) in s.iter().enumerate() {
+        assert_eq!(*end, Time((250 + 67 * (i as u64 + 1)) * US));
+    }
+    // Concurrent: all four end at 250 + 67 us, on the ranks' lanes.
+    let c = switches(&concurrent);
+    assert_eq!(c, vec![Time((250 + 67) * US); 4]);
+    assert!(
+        concurrent
+            .spans
+            .iter()
+            .filter(|s| s.name == "ownership switch")
+            .all(|s| matches!(s.track, Track::Rank(_)))
+    );
+    assert!(concurrent.batches[0].end < serial.batches[0].end);
+}

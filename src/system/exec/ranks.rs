@@ -354,6 +354,20 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             a.program.steps[a.pc + 1].stage()
         };
         self.lanes[r as usize].dpus_own_mram = false;
+        if self.p.switch_concurrent {
+            // Ranks switch side by side: the switch is the rank's own work, on its lane,
+            // before its read; ranks seen at the same poll switch at the same time.
+            self.lanes[r as usize].queue.push_back(LaneOp {
+                slot: s,
+                stage,
+                name: "ownership switch",
+                work: LaneWork::Fixed(self.p.switch_per_rank),
+                ends_job: false,
+                job: Job::Read,
+            });
+            self.read_rank(s, r, now);
+            return Ok(());
+        }
         let task = self.switch_task(stage, 1, Then::ReadRank(r));
         self.slots[s as usize].control.push_back(task);
         self.run_control(s, now);
