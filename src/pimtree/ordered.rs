@@ -22,7 +22,7 @@ use super::nodes::node_pptr;
 use super::round::{Block, DpuRound, TaskType};
 use super::skiplist::{SkipList, pptr_dpu};
 use crate::host::HostWork;
-use crate::workload::{Query, QueryKind};
+use crate::workload::Query;
 
 /// PIM-tree's skew threshold (PT:`host/operation.hpp`, `bias_limit` = 3).
 pub const BIAS_LIMIT: f64 = 3.0;
@@ -685,11 +685,6 @@ fn scan_expect(b: &Builder, wanted: &Wanted, level: usize, i: usize, lo: u64, hi
     (children.start.max(meet.start)..children.end.min(meet.end))
         .map(|c| b.ptr(level - 1, c))
         .collect()
-}
-
-/// Whether a query kind is planned as a scan.
-pub fn is_scan(kind: QueryKind) -> bool {
-    kind.is_range()
 }
 
 #[cfg(test)]
