@@ -594,10 +594,46 @@ pub(super) fn group_count(pairs: u64) -> u32 {
         .min(u32::MAX as u64) as u32
 }
 
-/// What [`gather`] shows each chunk: its first key, last key and pairs.
+/// A chunk's tags and pairs, one tag per pair.
+type Tagged<T> = (Vec<T>, Vec<(u64, u64)>);
+/// What [`walk_chunks`] shows each chunk: its first key, last key and pairs.
 pub(super) type ChunkVisit<'a> = &'a (dyn Fn(u64, u64, &[(u64, u64)]) + Sync);
-/// A chunk's pairs with the DPU of each.
-type Homed = (Vec<u32>, Vec<(u64, u64)>);
+
+/// Walks the data set in key order, [`CHUNKS_PER_STEP`] chunks at a time: the chunks of a
+/// step are generated, shown to `visit` (first key, last key, pairs) and each pair tagged
+/// by `tag`, in parallel; then `each` sees every pair with its tag, in key order. Scratch
+/// memory is bounded by one step's pairs.
+pub(super) fn walk_chunks<T: Send>(
+    data: &DataSet,
+    visit: ChunkVisit,
+    tag: impl Fn(u64) -> T + Sync,
+    mut each: impl FnMut(T, (u64, u64)),
+) {
+    let chunks = data.chunks();
+    let mut first = 0;
+    while first < chunks {
+        let last = (first + CHUNKS_PER_STEP).min(chunks);
+        let tagged: Vec<Tagged<T>> = (first..last)
+            .into_par_iter()
+            .map(|c| {
+                let pairs = data.chunk_pairs_of(c);
+                let end = if c + 1 < chunks {
+                    data.first_key(c + 1) - 1
+                } else {
+                    u64::MAX
+                };
+                visit(data.range_start(c), end, &pairs);
+                (pairs.iter().map(|p| tag(p.0)).collect(), pairs)
+            })
+            .collect();
+        for (tags, pairs) in tagged {
+            for (t, pair) in tags.into_iter().zip(pairs) {
+                each(t, pair);
+            }
+        }
+        first = last;
+    }
+}
 
 /// One pass over the data set: the pairs of DPUs `range` (each DPU's in key order), and
 /// the keys of every DPU; `visit` sees every chunk's pairs (chunk, first key, last key).
@@ -609,34 +645,13 @@ fn gather(
 ) -> (Vec<Vec<(u64, u64)>>, Vec<u64>) {
     let mut out = vec![Vec::new(); range.len()];
     let mut counts = vec![0u64; dpus as usize];
-    let chunks = data.chunks();
-    let mut first = 0;
-    while first < chunks {
-        let last = (first + CHUNKS_PER_STEP).min(chunks);
-        let placed: Vec<Homed> = (first..last)
-            .into_par_iter()
-            .map(|c| {
-                let pairs = data.chunk_pairs_of(c);
-                let end = if c + 1 < chunks {
-                    data.first_key(c + 1) - 1
-                } else {
-                    u64::MAX
-                };
-                visit(data.range_start(c), end, &pairs);
-                let homes = pairs.iter().map(|p| hash_to_dpu(p.0, 0, dpus)).collect();
-                (homes, pairs)
-            })
-            .collect();
-        for (homes, pairs) in placed {
-            for (d, pair) in homes.into_iter().zip(pairs) {
-                counts[d as usize] += 1;
-                if range.contains(&d) {
-                    out[(d - range.start) as usize].push(pair);
-                }
-            }
+    let home = |key| hash_to_dpu(key, 0, dpus);
+    walk_chunks(data, visit, home, |d, pair| {
+        counts[d as usize] += 1;
+        if range.contains(&d) {
+            out[(d - range.start) as usize].push(pair);
         }
-        first = last;
-    }
+    });
     (out, counts)
 }
 

@@ -14,7 +14,7 @@
 //! on the replies, and at the end `fill` (cpu). The whole batch holds the DPUs (PIM-tree
 //! takes its DPU lock per round, so two batches' rounds could interleave there).
 
-use super::pimtree::{ChunkVisit, PimTreeFields, STAGES, dpu_groups, group_count};
+use super::pimtree::{ChunkVisit, PimTreeFields, STAGES, dpu_groups, group_count, walk_chunks};
 use super::{BatchWork, IndexError, MramNeed, Record, busiest, host_step, verify};
 use crate::config::InputError;
 use crate::dpu::{Dpu, LaunchError};
@@ -33,12 +33,6 @@ use crate::system::program::{Direction, Program, Step, TransferKind};
 use crate::workload::{DataSet, Query, QueryGenerator, QueryKind, Workload};
 use rayon::prelude::*;
 use std::ops::Range;
-
-/// Chunks generated at once in a pass over the data (bounds the scratch memory).
-const CHUNKS_PER_STEP: usize = 1 << 14;
-
-/// A chunk's pairs with each one's (data-node DPU, height).
-type Placed = (Vec<(u32, u8)>, Vec<(u64, u64)>);
 
 /// One DPU's part of every batch: per batch, per round, (time, events, data values).
 type DpuRuns = Vec<Vec<(Time, u64, Vec<u64>)>>;
@@ -553,61 +547,32 @@ fn pass(
     let mut skeleton = Skeleton::default();
     let mut counts = vec![0u64; dpus as usize];
     let mut node_dpu = 0u32;
-    let chunks = data.chunks();
-    let mut first = 0;
-    while first < chunks {
-        let last = (first + CHUNKS_PER_STEP).min(chunks);
-        let placed: Vec<Placed> = (first..last)
-            .into_par_iter()
-            .map(|c| {
-                let pairs = data.chunk_pairs_of(c);
-                let end = if c + 1 < chunks {
-                    data.first_key(c + 1) - 1
-                } else {
-                    u64::MAX
-                };
-                visit(data.range_start(c), end, &pairs);
-                let homes = pairs
-                    .iter()
-                    .map(|p| {
-                        (
-                            hash_to_dpu(p.0, 0, dpus),
-                            key_height(seed, p.0).min(255) as u8,
-                        )
-                    })
-                    .collect();
-                (homes, pairs)
-            })
-            .collect();
-        for (homes, pairs) in placed {
-            for ((d, height), (key, value)) in homes.into_iter().zip(pairs) {
-                let rank = counts[d as usize];
-                counts[d as usize] += 1;
-                let ptr = pptr(d, layout.data_node_addr(rank + 1));
-                let heads = skeleton.heads.len();
-                skeleton.push(key, height as u64);
-                if skeleton.heads.len() > heads {
-                    // This key heads a level-0 node, on the DPU of its data node.
-                    node_dpu = d;
-                    if group.range.contains(&d) {
-                        group.level0[(d - group.range.start) as usize].push(Vec::new());
-                    }
-                }
-                if group.range.contains(&node_dpu) {
-                    let nodes = &mut group.level0[(node_dpu - group.range.start) as usize];
-                    nodes
-                        .last_mut()
-                        .expect("opened at its head")
-                        .push((key, ptr));
-                }
-                if group.range.contains(&d) {
-                    group.pairs[(d - group.range.start) as usize].push((key, value));
-                }
-                found((key, value, ptr));
+    let tag = |key| (hash_to_dpu(key, 0, dpus), key_height(seed, key));
+    walk_chunks(data, visit, tag, |(d, height), (key, value)| {
+        let rank = counts[d as usize];
+        counts[d as usize] += 1;
+        let ptr = pptr(d, layout.data_node_addr(rank + 1));
+        let heads = skeleton.heads.len();
+        skeleton.push(key, height);
+        if skeleton.heads.len() > heads {
+            // This key heads a level-0 node, on the DPU of its data node.
+            node_dpu = d;
+            if group.range.contains(&d) {
+                group.level0[(d - group.range.start) as usize].push(Vec::new());
             }
         }
-        first = last;
-    }
+        if group.range.contains(&node_dpu) {
+            let nodes = &mut group.level0[(node_dpu - group.range.start) as usize];
+            nodes
+                .last_mut()
+                .expect("opened at its head")
+                .push((key, ptr));
+        }
+        if group.range.contains(&d) {
+            group.pairs[(d - group.range.start) as usize].push((key, value));
+        }
+        found((key, value, ptr));
+    });
     (skeleton, counts)
 }
 

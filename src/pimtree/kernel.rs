@@ -30,8 +30,8 @@ pub const HEADERS_BYTES: u64 = BUFFER_HEADER_BYTES + BLOCK_OFFSETS_BYTES + BLOCK
 /// Bytes the SDK's sequential reader fetches per page (its cache holds two pages of
 /// `SEQREAD_CACHE_SIZE` = 256 B, refilled when the cursor leaves the first; UPMEM SDK
 /// syslib `seqread`).
-const SEQREAD_PAGE_BYTES: u64 = 256;
-const SEQREAD_FETCH_BYTES: u32 = 512;
+pub(super) const SEQREAD_PAGE_BYTES: u64 = 256;
+pub(super) const SEQREAD_FETCH_BYTES: u32 = 512;
 const START_BARRIER: u32 = 0;
 const END_BARRIER: u32 = 1;
 
@@ -45,7 +45,7 @@ const PER_PROBE_INSTRUCTIONS: u64 = 10;
 const PER_REPLY_INSTRUCTIONS: u64 = 12;
 /// [est] Tasklet 0's set-up and wrap-up: restoring and saving about thirty globals, parsing
 /// and writing the headers.
-const LAUNCH_INSTRUCTIONS: u64 = 200;
+pub(super) const LAUNCH_INSTRUCTIONS: u64 = 200;
 
 /// The get kernel; the same on every DPU (the task count is read from MRAM).
 pub struct GetKernel {

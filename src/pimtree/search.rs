@@ -11,14 +11,13 @@
 //! are estimates [est] of the compiled C; each constant says what it stands for.
 
 use super::image::{Layout, SAVED_GLOBALS_BYTES};
+// The sequential reader's pages and tasklet 0's set-up and wrap-up are the get kernel's.
+use super::kernel::{LAUNCH_INSTRUCTIONS, SEQREAD_FETCH_BYTES, SEQREAD_PAGE_BYTES};
 use super::nodes::{BLOCK_WORDS, HEADER_WORDS, TOP_FANOUT, TOP_NODE_WORDS};
 use super::round::{MAX_BLOCKS, TaskType, header_words, share, tasklet_reply_bytes};
 use super::skiplist::{BLOCK_ENTRIES, pptr_addr};
 use crate::dpu::{Kernel, KernelError, Tasklet};
 
-/// Bytes the SDK's sequential reader fetches, at 256-byte pages (see the get kernel).
-const SEQREAD_PAGE_BYTES: u64 = 256;
-const SEQREAD_FETCH_BYTES: u32 = 512;
 /// Reply words staged in WRAM before one MRAM write.
 const OUT_WORDS: usize = 32;
 const START_BARRIER: u32 = 0;
@@ -34,8 +33,6 @@ const PER_ENTRY_INSTRUCTIONS: u64 = 4;
 const PER_TOP_NODE_INSTRUCTIONS: u64 = 12;
 /// [est] Per reply: its address, the count word, the loop.
 const PER_REPLY_INSTRUCTIONS: u64 = 12;
-/// [est] Tasklet 0's set-up and wrap-up (the get kernel's figure).
-const LAUNCH_INSTRUCTIONS: u64 = 200;
 
 /// The kernel; the same on every DPU (the round is read from MRAM).
 pub struct SearchKernel {
