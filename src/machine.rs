@@ -129,6 +129,13 @@ pub struct RawTransfer {
     pub host_cap_cpu_dpu_gb_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_cap_dpu_cpu_gb_per_s: Option<f64>,
+    /// Host threads the SDK gives each rank's transfers (its `nrThreadPerPool`); with
+    /// `transpose_gb_per_s_per_thread` (both or neither; not modelled when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_rank: Option<u32>,
+    /// Bytes one host thread transposes per second (the SDK's 8 x 8 byte interleaving).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transpose_gb_per_s_per_thread: Option<f64>,
 }
 
 /// How the MRAM ownership switches of several ranks are done.
@@ -256,12 +263,29 @@ pub struct TransferParams {
     pub rank_fixed: Time,
     pub launch_per_rank: Time,
     pub switch: SwitchMode,
+    /// The host threads that transpose the bytes of a transfer, when modelled.
+    pub transpose: Option<Transpose>,
+}
+
+/// The SDK's byte transposition on the host: each rank's part of a call runs on its own
+/// pool of threads, and all pools share the host's hardware threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transpose {
+    pub threads_per_rank: u32,
+    pub bytes_per_s_per_thread: u64,
 }
 
 impl TransferParams {
     /// The host's cap for `direction`.
     pub fn host_cap(&self, direction: crate::system::program::Direction) -> u64 {
         self.host_cap_bytes_per_s[direction as usize]
+    }
+
+    /// Bytes per second `threads` host threads transpose (unlimited when not modelled).
+    pub fn transpose_limit(&self, threads: u64) -> u64 {
+        self.transpose.map_or(u64::MAX, |t| {
+            t.bytes_per_s_per_thread.saturating_mul(threads)
+        })
     }
 }
 
@@ -679,8 +703,38 @@ fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams,
             t.launch_per_rank_us.unwrap_or(0.0),
         )?,
         switch: t.ownership_switch.unwrap_or(SwitchMode::Serial),
+        transpose: transpose(t, source)?,
     })
 }
+
+/// The transposition term: `threads_per_rank` and `transpose_gb_per_s_per_thread`, both or
+/// neither.
+fn transpose(t: &RawTransfer, source: &Source) -> Result<Option<Transpose>, InputError> {
+    match (t.threads_per_rank, t.transpose_gb_per_s_per_thread) {
+        (None, None) => Ok(None),
+        (Some(threads), Some(rate)) => Ok(Some(Transpose {
+            threads_per_rank: in_range(
+                source,
+                "transfer.threads_per_rank",
+                u64::from(threads),
+                1,
+                MAX_THREADS_PER_RANK,
+            )? as u32,
+            bytes_per_s_per_thread: gb_per_s(source, "transfer.transpose_gb_per_s_per_thread", rate)?,
+        })),
+        (Some(_), None) => Err(source.error_at(
+            "transfer.transpose_gb_per_s_per_thread",
+            "missing: transfer.threads_per_rank is given, and the transposition term needs both (or neither)".to_owned(),
+        )),
+        (None, Some(_)) => Err(source.error_at(
+            "transfer.threads_per_rank",
+            "missing: transfer.transpose_gb_per_s_per_thread is given, and the transposition term needs both (or neither)".to_owned(),
+        )),
+    }
+}
+
+/// Most host threads one rank's transfers may take (`transfer.threads_per_rank`).
+pub const MAX_THREADS_PER_RANK: u64 = 256;
 
 /// The host's cap for each direction: its own key, or `host_cap_gb_per_s`.
 fn host_caps(t: &RawTransfer, source: &Source) -> Result<[u64; 2], InputError> {
@@ -775,6 +829,11 @@ fn check_transfer_products(
         (
             "transfer.host_cap_dpu_cpu_gb_per_s",
             t.host_cap_bytes_per_s[1],
+        ),
+        // One thread alone (a serial call) at the transposition rate.
+        (
+            "transfer.transpose_gb_per_s_per_thread",
+            t.transpose_limit(1),
         ),
     ];
     check_per_dpu_costs(t, dpus, source)?;

@@ -7,6 +7,8 @@ mod common;
 
 use pimdes::engine::Time;
 use pimdes::host::{Direction, Host, HostWork};
+use pimdes::system::exec::{TransferBound, transfer_bound};
+use pimdes::system::program::TransferKind;
 
 fn one_rank() -> Host {
     Host::new(&common::machine(&["ranks=1", "usable_dpus=64"]))
@@ -181,4 +183,81 @@ fn a_shared_cap_beside_both_directional_caps_is_refused() {
         "--quiet",
     ]);
     common::assert_bad(&o, &["transfer.host_cap_gb_per_s", "has no effect"]);
+}
+
+#[test]
+fn a_ranks_transfer_threads_bound_its_part_when_they_transpose_slower_than_the_rank() {
+    // One thread per rank transposing 2 GB/s: 64 x 1 MB = 64 MB at 2 GB/s (below the
+    // rank's 6.68) = 32 ms, plus the 100 us call.
+    let m = common::machine(&[
+        "ranks=1",
+        "usable_dpus=64",
+        "transfer.threads_per_rank=1",
+        "transfer.transpose_gb_per_s_per_thread=2",
+    ]);
+    let sizes = vec![1_000_000u64; 64];
+    assert_eq!(
+        Host::new(&m).push_parallel(&sizes).time,
+        Time(100_000_000 + 32_000_000_000)
+    );
+    let bound = transfer_bound(&m, Direction::CpuDpu, TransferKind::Parallel, &sizes);
+    assert_eq!(bound, TransferBound::Transposition);
+    // Eight threads transpose 16 GB/s: the rank's own rate binds again (64 MB at 6.68 GB/s).
+    let eight = common::machine(&[
+        "ranks=1",
+        "usable_dpus=64",
+        "transfer.threads_per_rank=8",
+        "transfer.transpose_gb_per_s_per_thread=2",
+    ]);
+    assert_eq!(
+        Host::new(&eight).push_parallel(&sizes).time,
+        Time(100_000_000 + 9_580_838_324)
+    );
+}
+
+#[test]
+fn a_broadcast_is_transposed_once_per_rank() {
+    // 1 MB to 64 DPUs: the rank's threads transpose the 1 MB buffer once, at 0.01 GB/s
+    // (100 ms), not the 64 MB the DPUs receive (6.4 s); the broadcast rate alone gives 3.79 ms.
+    let m = common::machine(&[
+        "ranks=1",
+        "usable_dpus=64",
+        "transfer.threads_per_rank=1",
+        "transfer.transpose_gb_per_s_per_thread=0.01",
+    ]);
+    let cost = Host::new(&m).broadcast(&[true; 64], 1_000_000);
+    assert_eq!(cost.time, Time(100_000_000 + 100_000_000_000));
+}
+
+#[test]
+fn a_serial_call_is_transposed_on_one_thread() {
+    // 1 MB at one thread's 0.1 GB/s = 10 ms (the per-DPU rate alone: 3.03 ms), even with
+    // eight threads per rank.
+    let m = common::machine(&[
+        "ranks=1",
+        "usable_dpus=64",
+        "transfer.threads_per_rank=8",
+        "transfer.transpose_gb_per_s_per_thread=0.1",
+    ]);
+    let mut sizes = vec![0u64; 64];
+    sizes[3] = 1_000_000;
+    let cost = Host::new(&m).serial(Direction::CpuDpu, &sizes);
+    assert_eq!(cost.time, Time(100_000_000 + 10_000_000_000));
+}
+
+#[test]
+fn all_ranks_share_the_hosts_threads_for_transposition() {
+    // 2 host threads at 1 GB/s each: 2,556 MB through 2 GB/s (below the 25 GB/s cap) is
+    // 1.278 s; each rank's 8 threads alone would allow 8 GB/s, above its 6.68.
+    let m = common::machine(&[
+        "host.threads=2",
+        "transfer.threads_per_rank=8",
+        "transfer.transpose_gb_per_s_per_thread=1",
+    ]);
+    let sizes = vec![1_000_000u64; m.dpus as usize];
+    let push = Host::new(&m).push_parallel(&sizes).time.ps();
+    let exact = 100_000_000 + 1_278_000_000_000;
+    assert!((exact..exact + 40).contains(&push), "{push}");
+    let bound = transfer_bound(&m, Direction::CpuDpu, TransferKind::Parallel, &sizes);
+    assert_eq!(bound, TransferBound::Transposition);
 }

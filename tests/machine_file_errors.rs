@@ -101,7 +101,7 @@ fn an_unknown_suite_lists_the_known_ones() {
         &o,
         &[
             "unknown microbenchmark `gups`",
-            "arithmetic, mram, stream, transfer, apps, all",
+            "arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv, prim-sel, apps, all",
         ],
     );
 }
@@ -130,4 +130,23 @@ fn bad_system_scale_transfer_terms_name_their_key() {
             "missing",
         ],
     );
+}
+
+#[test]
+fn the_transposition_term_needs_both_of_its_keys_or_neither() {
+    for (key, missing) in [
+        ("threads_per_rank", "transfer.transpose_gb_per_s_per_thread"),
+        ("transpose_gb_per_s_per_thread", "transfer.threads_per_rank"),
+    ] {
+        let path = machine_file(&format!("without-{missing}.toml"), |text| {
+            text.lines()
+                .filter(|l| !l.starts_with(missing.trim_start_matches("transfer.")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        let o = pimdes(&["microbench", "mram", "--machine", path.to_str().unwrap()]);
+        assert_bad(&o, &[missing, "both (or neither)", key]);
+    }
+    let o = with_set("machine.transfer.threads_per_rank=0");
+    assert_bad(&o, &["transfer.threads_per_rank", "not between 1 and 256"]);
 }

@@ -193,7 +193,7 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 11] = [
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
             "0 is not an integer from 1 to 67108864",
@@ -222,9 +222,84 @@ fn bad_sweep_settings_name_their_key() {
             &["mram", "--set", "microbench.transfer.ranks=[1]"],
             "for the transfer suite",
         ),
+        (
+            &["mram", "--set", "microbench.prim.dpus=[1]"],
+            "for the prim-* suites",
+        ),
+        (
+            &["prim-va", "--set", "microbench.prim.input_size=0"],
+            "expected an integer from 1 to 4294967295",
+        ),
+        (
+            &["prim-va", "--set", "microbench.prim.dpus=[3000]"],
+            "3000 is not an integer from 1 to 2556",
+        ),
+        (
+            &["prim-va", "--set", "microbench.prim.tasklets=16"],
+            "unknown key; the PrIM suites take",
+        ),
+        (
+            &[
+                "prim-red",
+                "--set",
+                "microbench.prim.input_size=100000000",
+                "--set",
+                "microbench.prim.dpus=[1,4]",
+            ],
+            "needs 800000000 bytes of MRAM per DPU",
+        ),
     ];
     for (args, needle) in cases {
         let o = common::pimdes(&[&["microbench"][..], args].concat());
         common::assert_bad(&o, &[needle]);
     }
+}
+
+#[test]
+fn prim_suites_carry_the_issues_fields_and_take_their_sweep() {
+    let (n, k) = keys("prim-sel", None);
+    assert_eq!(n, 14, "the published SEL runs");
+    assert_eq!(
+        k,
+        [
+            "benchmark",
+            "cpu_dpu_ms",
+            "dpu_cpu_ms",
+            "dpus",
+            "hardware",
+            "input_per_dpu",
+            "input_size",
+            "kernel_ms",
+            "slowest_dpu_ms",
+            "suite",
+            "tasklets"
+        ]
+    );
+    let (code, text) = run(&[
+        "microbench",
+        "prim-bs",
+        "--json",
+        "--set",
+        "microbench.prim.input_size=4096",
+        "--set",
+        "microbench.prim.dpus=[1,2]",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let records = v["records"].as_array().unwrap();
+    let points: Vec<(u64, u64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["dpus"].as_u64().unwrap(),
+                r["input_size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(points, [(1, 4096), (2, 4096)]);
+    assert!(
+        records.iter().all(|r| r["hardware"].is_null()),
+        "no published run of that size"
+    );
+    assert_eq!(v["config"]["prim"]["dpus"], serde_json::json!([1, 2]));
 }

@@ -105,7 +105,7 @@ fn microbenchmark_records_are_identical_on_one_and_several_threads() {
             .build()
             .unwrap()
     };
-    for suite in ["mram", "stream", "transfer"] {
+    for suite in ["mram", "stream", "transfer", "prim-sel"] {
         let one = pool(1).install(|| microbench::run(suite, &m).unwrap().unwrap());
         let four = pool(4).install(|| microbench::run(suite, &m).unwrap().unwrap());
         assert_eq!(one, four, "suite {suite}");

@@ -5,29 +5,85 @@
 
 mod common;
 
-use pimdes::microbench::{BS_RUNS, GEMV_RUNS, RED_RUNS, VA_RUNS, apps, bs, gemv, red, va};
+use pimdes::microbench::prim::{PrimSweep, prim, published};
+use pimdes::microbench::{Benchmark, bs, gemv, red, sel, sel_kept, va};
 
 #[test]
-fn va_runs_every_published_configuration_and_launches_cost_their_fixed_part() {
+fn every_published_run_is_modelled_and_launches_cost_their_fixed_part() {
     let machine = common::machine(&[]);
-    let records = apps(&machine).unwrap();
-    assert_eq!(
-        records.len(),
-        VA_RUNS.len() + RED_RUNS.len() + BS_RUNS.len() + GEMV_RUNS.len()
-    );
     let fixed_ms = machine.transfer.launch_fixed.as_us_f64() / 1000.0;
-    for r in &records {
-        assert!(
-            (r.launch_ms - r.dpu_kernel_ms - fixed_ms).abs() < 1e-9,
-            "{r:?}: the launch is its fixed cost plus the slowest DPU"
-        );
-        let share = match r.app.as_str() {
-            // BS: the queries of a DPU, p / 8 in all padded to DPUs x 16 tasklets.
-            "bs" => (r.elements / 8).next_multiple_of(u64::from(r.dpus) * 16) / u64::from(r.dpus),
-            _ => r.elements.div_ceil(u64::from(r.dpus)),
-        };
-        assert_eq!(r.elements_per_dpu, share, "{r:?}");
+    for b in Benchmark::ALL {
+        let records = prim(b, &machine, &PrimSweep::default()).unwrap();
+        assert_eq!(records.len(), published(b).count(), "{b:?}");
+        for r in &records {
+            assert!(r.hardware.is_some(), "{r:?}: a published run");
+            assert!(
+                (r.kernel_ms - r.slowest_dpu_ms - fixed_ms).abs() < 1e-9,
+                "{r:?}: the launch is its fixed cost plus the slowest DPU"
+            );
+            let n = r.input_size;
+            let share = match b {
+                // BS: the queries of a DPU, p / 8 in all padded to DPUs x 16 tasklets.
+                Benchmark::Bs => {
+                    (n / 8).next_multiple_of(u64::from(r.dpus) * 16) / u64::from(r.dpus)
+                }
+                // SEL: rounded up to whole rounds of 16 tasklets x 128 elements.
+                Benchmark::Sel => n.div_ceil(u64::from(r.dpus)).next_multiple_of(2048),
+                _ => n.div_ceil(u64::from(r.dpus)),
+            };
+            assert_eq!(r.input_per_dpu, share, "{r:?}");
+        }
     }
+}
+
+#[test]
+fn va_pushes_its_arguments_and_both_vectors_one_call_each() {
+    // 1 DPU, 2,097,152 int32: three calls of 100 us (arguments, A, B), and 2 x 8 MiB at the
+    // 0.33 GB/s of one DPU = 2 x 25.420024 ms: 51.140 ms.
+    let machine = common::machine(&[]);
+    let sweep = PrimSweep {
+        input_size: Some(2_097_152),
+        dpus: Some(vec![1]),
+    };
+    let r = &prim(Benchmark::Va, &machine, &sweep).unwrap()[0];
+    let want = 0.3 + 2.0 * 8_388_608.0 / 0.33e9 * 1e3 + 12.0 / 0.33e9 * 1e3;
+    assert!((r.cpu_dpu_ms - want).abs() < 1e-5, "{} ms", r.cpu_dpu_ms);
+}
+
+#[test]
+fn sel_retrieves_each_dpus_kept_elements_in_one_serial_call_per_dpu() {
+    // 4 DPUs, 524,288 elements: each keeps 65,536 (the odd values 1, 3, ...), 512 KiB. After
+    // the launch: the tasklets' counts (64 B per DPU) in one parallel read, 100 us + the
+    // 67 us ownership switch of the one rank + 256 B at 0.12 GB/s per DPU (0.53 us); then
+    // four serial calls of 100 us + 524,288 B at 0.12 GB/s (4,369.07 us): 18.0438 ms.
+    let machine = common::machine(&[]);
+    let sweep = PrimSweep {
+        input_size: Some(524_288),
+        dpus: Some(vec![4]),
+    };
+    let r = &prim(Benchmark::Sel, &machine, &sweep).unwrap()[0];
+    let serial_us = 4.0 * (100.0 + 524_288.0 / 0.12e9 * 1e6);
+    let want_ms = (100.0 + 67.0 + 64.0 / 0.12e9 * 1e6 + serial_us) / 1000.0;
+    assert!((r.dpu_cpu_ms - want_ms).abs() < 1e-3, "{} ms", r.dpu_cpu_ms);
+    assert_eq!(
+        (0..4).map(|d| sel_kept(524_288, 4, d)).sum::<u64>(),
+        262_144
+    );
+}
+
+#[test]
+fn sel_keeps_half_of_every_block_and_pads_whole_rounds() {
+    let machine = common::machine(&[]);
+    // 3,000 elements on 2 DPUs: 1,500 each, padded to one round of 2,048; 750 kept on
+    // each; the checks inside `sel` compare every kept element with the host's.
+    let r = sel(&machine, 2, 3_000).unwrap();
+    assert_eq!(r.elements_per_dpu, 2048);
+    assert_eq!(sel_kept(3_000, 2, 0) + sel_kept(3_000, 2, 1), 1_500);
+    // Twice the rounds, about twice the kernel.
+    let one = sel(&machine, 1, 32_768).unwrap();
+    let two = sel(&machine, 1, 65_536).unwrap();
+    let ratio = two.dpu_kernel_ms / one.dpu_kernel_ms;
+    assert!((1.9..2.05).contains(&ratio), "{ratio}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use crate::config::Override;
 use crate::error::{Error, InputError};
 use crate::experiments::microbench::MicrobenchReport;
 use crate::machine::Machine;
-use crate::microbench::{self, Record, TransferSweep};
+use crate::microbench::{self, PrimSweep, Record, Sweeps, TransferSweep};
 use clap::Args;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -16,14 +16,16 @@ const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2556-350mhz.toml (embedded)";
 
 #[derive(Debug, Args)]
 pub struct MicrobenchArgs {
-    /// Suite: arithmetic, mram, stream, transfer, apps (PrIM applications) or all.
+    /// Suite: arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv,
+    /// prim-sel, apps (every prim-* suite) or all.
     #[arg(value_name = "NAME")]
     name: String,
     /// Machine description (TOML). Default: machines/upmem-2556-350mhz.toml, embedded.
     #[arg(long, value_name = "FILE")]
     machine: Option<PathBuf>,
-    /// Override a machine key (`machine.dma.read_latency_fixed_cycles=100`) or the transfer
-    /// suite's sweep (`microbench.transfer.sizes_bytes=[8,4096]`, `microbench.transfer.ranks=[1,4]`).
+    /// Override a machine key (`machine.dma.read_latency_fixed_cycles=100`), the transfer
+    /// suite's sweep (`microbench.transfer.sizes_bytes=[8,4096]`, `microbench.transfer.ranks=[1,4]`)
+    /// or the PrIM suites' (`microbench.prim.input_size=1048576`, `microbench.prim.dpus=[1,4]`).
     /// Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
@@ -44,14 +46,17 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     let (machine_sets, suite_sets): (Vec<Override>, Vec<Override>) = overrides
         .into_iter()
         .partition(|o| o.strip_prefix("machine").is_some());
+    let prim_suites = microbench::benchmarks_of(&args.name);
     if let Some(o) = suite_sets.iter().find(|o| {
-        o.strip_prefix("microbench.transfer").is_none()
-            || !microbench::includes(&args.name, "transfer")
+        let transfer = o.strip_prefix("microbench.transfer").is_some()
+            && microbench::includes(&args.name, "transfer");
+        let prim = o.strip_prefix("microbench.prim").is_some() && !prim_suites.is_empty();
+        !transfer && !prim
     }) {
         return Err(InputError::key(
             format!("--set {}", o.text),
             &o.key,
-            "microbench takes machine keys (machine.*) and, for the transfer suite, microbench.transfer.sizes_bytes and microbench.transfer.ranks",
+            "microbench takes machine keys (machine.*); for the transfer suite, microbench.transfer.sizes_bytes and microbench.transfer.ranks; for the prim-* suites (and apps), microbench.prim.input_size and microbench.prim.dpus",
         )
         .into());
     }
@@ -59,14 +64,23 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         Some(path) => Machine::load(path, &machine_sets)?,
         None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &machine_sets)?,
     };
-    let sweep = TransferSweep::with_overrides(&machine, &suite_sets)?;
+    let (transfer_sets, prim_sets): (Vec<Override>, Vec<Override>) = suite_sets
+        .into_iter()
+        .partition(|o| o.strip_prefix("microbench.transfer").is_some());
+    let sweeps = Sweeps {
+        transfer: TransferSweep::with_overrides(&machine, &transfer_sets)?,
+        prim: PrimSweep::with_overrides(&machine, &prim_sets)?,
+    };
+    for &b in &prim_suites {
+        microbench::prim::points(b, &machine, &sweeps.prim)?;
+    }
     for w in machine.warnings() {
         eprintln!("warning: {w}");
     }
     microbench::check_mram(&args.name, &machine)?;
     let phase = format!("running the {} microbenchmarks", args.name);
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
-    let records = microbench::run_with(&args.name, &machine, &sweep)
+    let records = microbench::run_with(&args.name, &machine, &sweeps)
         .ok_or_else(|| {
             InputError::plain(
                 "NAME",
@@ -79,16 +93,17 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         })?
         .map_err(|e| e.attributed(&machine.attribution))?;
     drop(progress);
-    let skipped = microbench::apps_skipped(&machine);
-    if skipped > 0 && microbench::includes(&args.name, "apps") {
+    let skipped = microbench::prim::skipped(&prim_suites, &machine);
+    if skipped > 0 && sweeps.prim == PrimSweep::default() {
         eprintln!(
             "warning: {skipped} of the published PrIM application runs need more DPUs or MRAM than machine {} has; they were skipped",
             machine.name
         );
     }
     let text = if args.json {
-        let transfer = microbench::includes(&args.name, "transfer").then_some(sweep);
-        let mut report = MicrobenchReport::new(&args.name, &machine, transfer, records);
+        let transfer = microbench::includes(&args.name, "transfer").then_some(sweeps.transfer);
+        let prim = (!prim_suites.is_empty()).then_some(sweeps.prim);
+        let mut report = MicrobenchReport::new(&args.name, &machine, (transfer, prim), records);
         report.command_line = Some(super::command_line());
         let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");
         s.push('\n');
@@ -254,28 +269,53 @@ fn transfer_table(s: &mut String, records: &[Record]) {
 }
 
 fn apps_table(s: &mut String, records: &[Record]) {
-    let apps: Vec<_> = records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Apps(a) => Some(a),
-            _ => None,
-        })
-        .collect();
+    let apps: Vec<_> = records.iter().filter_map(Record::as_prim).collect();
     if apps.is_empty() {
         return;
     }
-    let _ = writeln!(s, "\nPrIM applications: the synchronous launch, ms");
     let _ = writeln!(
         s,
-        "{:<5}{:>6}{:>10}{:>14}{:>10}{:>12}{:>11}",
-        "app", "DPUs", "elements", "per DPU", "tasklets", "DPU kernel", "launch"
+        "\nPrIM applications: PrIM's host timers, ms (hardware: the published run, where there is one)"
+    );
+    let _ = writeln!(
+        s,
+        "{:<5}{:>6}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        "app",
+        "DPUs",
+        "input",
+        "per DPU",
+        "CPU-DPU",
+        "kernel",
+        "DPU-CPU",
+        "hw C-D",
+        "hw kern",
+        "hw D-C"
     );
     for a in apps {
-        let _ = writeln!(
+        let name = serde_json::to_value(a.benchmark).expect("names serialise");
+        let _ = write!(
             s,
-            "{:<5}{:>6}{:>10}{:>14}{:>10}{:>12.3}{:>11.3}",
-            a.app, a.dpus, a.elements, a.elements_per_dpu, a.tasklets, a.dpu_kernel_ms, a.launch_ms
+            "{:<5}{:>6}{:>10}{:>10}{:>10.3}{:>10.3}{:>10.3}",
+            name.as_str().unwrap_or(""),
+            a.dpus,
+            a.input_size,
+            a.input_per_dpu,
+            a.cpu_dpu_ms,
+            a.kernel_ms,
+            a.dpu_cpu_ms
         );
+        match &a.hardware {
+            Some(h) => {
+                let _ = writeln!(
+                    s,
+                    "{:>10.3}{:>10.3}{:>10.3}",
+                    h.cpu_dpu_ms, h.kernel_ms, h.dpu_cpu_ms
+                );
+            }
+            None => {
+                let _ = writeln!(s, "{:>10}{:>10}{:>10}", "-", "-", "-");
+            }
+        }
     }
 }
 

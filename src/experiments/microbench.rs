@@ -2,16 +2,18 @@
 //! machine, the version and commit, the command line), in the reports' common envelope.
 
 use crate::machine::{Machine, RawMachine};
-use crate::microbench::{Record, TransferSweep};
+use crate::microbench::{PrimSweep, Record, TransferSweep};
 use serde::Serialize;
 
-/// The effective configuration of a microbenchmark: the machine, and the transfer suite's
-/// sweep when it ran.
+/// The effective configuration of a microbenchmark: the machine, and the sweeps of the
+/// suites that ran and take one (transfer, the PrIM applications).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MachineConfig {
     pub machine: RawMachine,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer: Option<TransferSweep>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prim: Option<PrimSweep>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -36,12 +38,13 @@ impl MicrobenchReport {
     pub fn new(
         suite: &str,
         machine: &Machine,
-        transfer: Option<TransferSweep>,
+        (transfer, prim): (Option<TransferSweep>, Option<PrimSweep>),
         records: Vec<Record>,
     ) -> MicrobenchReport {
         let config = MachineConfig {
             machine: machine.raw.clone(),
             transfer,
+            prim,
         };
         MicrobenchReport {
             schema_version: super::REPORT_SCHEMA_VERSION,

@@ -8,7 +8,7 @@
 /// 2: `pimdes partition`'s `measured_batches` is the count, as in `pimdes run` (it was the
 /// list of batch indices, now `measured_batch_indices`); `pimdes microbench --json` is one
 /// object with `records` (it was an array of records).
-pub const REPORT_SCHEMA_VERSION: u32 = 2;
+pub const REPORT_SCHEMA_VERSION: u32 = 3;
 
 /// pimdes's version, the `version` of every report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -29,53 +29,13 @@ pub const VA_TASKLETS: u32 = 16;
 const BLOCK_BYTES: u32 = 1 << 10;
 const ELEMENT_BYTES: u64 = 4;
 
-/// The published real-hardware runs of VA: (DPUs, elements in all), from GitHub
-/// VIA-Research/uPIMulator, `tools/upmem_reg_model/data/input.xlsx` (commit 870d916).
-pub const VA_RUNS: [(u32, u64); 18] = [
-    (1, 2_097_152),
-    (4, 524_288),
-    (4, 1_048_576),
-    (4, 2_097_152),
-    (4, 4_194_304),
-    (4, 8_388_608),
-    (4, 9_437_184),
-    (16, 524_288),
-    (16, 1_048_576),
-    (16, 2_097_152),
-    (16, 4_194_304),
-    (16, 8_388_608),
-    (16, 9_437_184),
-    (64, 524_288),
-    (64, 1_048_576),
-    (64, 2_097_152),
-    (64, 4_194_304),
-    (64, 9_437_184),
-];
-
 /// PrIM RED's default tasklets (`RED/Makefile`).
 pub const RED_TASKLETS: u32 = 16;
 
-/// The published real-hardware runs of RED, as [`VA_RUNS`] (same file).
-pub const RED_RUNS: [(u32, u64); 14] = [
-    (1, 2_097_152),
-    (4, 524_288),
-    (4, 1_048_576),
-    (4, 2_097_152),
-    (4, 4_194_304),
-    (4, 8_388_608),
-    (16, 524_288),
-    (16, 1_048_576),
-    (16, 2_097_152),
-    (16, 4_194_304),
-    (64, 524_288),
-    (64, 1_048_576),
-    (64, 2_097_152),
-    (64, 4_194_304),
-];
-
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+/// One kernel run of a PrIM application (the `prim-*` suites add the host's transfers).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AppRecord {
-    /// `va`, `red`, `bs` or `gemv`.
+    /// `va`, `red`, `bs`, `gemv` or `sel`.
     pub app: String,
     pub dpus: u32,
     /// Elements of the whole input (PrIM's `-i`; BS: the vector every DPU holds; GEMV: the
@@ -274,61 +234,4 @@ pub(super) fn record(
         dpu_kernel_ms: kernel_time.as_us_f64() / 1000.0,
         launch_ms: launch.as_us_f64() / 1000.0,
     })
-}
-
-/// The PrIM applications modelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum App {
-    Va,
-    Red,
-    Bs,
-    Gemv,
-}
-
-/// Every published run as (application, DPUs, size), and whether `machine` can hold it
-/// (enough DPUs; MRAM for the share).
-fn runs(machine: &Machine) -> Vec<((App, u32, u64), bool)> {
-    let fits = |dpus: u32, bytes: u64| dpus <= machine.dpus && bytes <= machine.dpu.mram_size_bytes;
-    let va_runs = VA_RUNS
-        .iter()
-        .map(|&(d, n)| ((App::Va, d, n), fits(d, va_mram_bytes(n, d))));
-    let red_runs = RED_RUNS
-        .iter()
-        .map(|&(d, n)| ((App::Red, d, n), fits(d, n.div_ceil(u64::from(d)) * 8)));
-    let bs_runs = super::bs::BS_RUNS
-        .iter()
-        .map(|&(d, p)| ((App::Bs, d, p), fits(d, super::bs::bs_mram_bytes(p, d))));
-    let gemv_runs = super::gemv::GEMV_RUNS.iter().map(|&(d, m)| {
-        (
-            (App::Gemv, d, m),
-            fits(d, super::gemv::gemv_mram_bytes(m, d)),
-        )
-    });
-    va_runs
-        .chain(red_runs)
-        .chain(bs_runs)
-        .chain(gemv_runs)
-        .collect()
-}
-
-/// How many published runs `machine` cannot hold ([`apps`] leaves them out).
-pub fn apps_skipped(machine: &Machine) -> usize {
-    runs(machine).iter().filter(|(_, fits)| !fits).count()
-}
-
-/// Every published VA, RED, BS and GEMV run that fits the machine.
-pub fn apps(machine: &Machine) -> Result<Vec<AppRecord>, Error> {
-    use rayon::prelude::*;
-    let runs: Vec<(App, u32, u64)> = runs(machine)
-        .into_iter()
-        .filter_map(|(run, fits)| fits.then_some(run))
-        .collect();
-    runs.par_iter()
-        .map(|&(app, d, n)| match app {
-            App::Va => va(machine, d, n),
-            App::Red => red(machine, d, n),
-            App::Bs => super::bs::bs(machine, d, n),
-            App::Gemv => super::gemv::gemv(machine, d, n),
-        })
-        .collect()
 }

@@ -25,22 +25,6 @@ pub const BS_TASKLETS: u32 = 16;
 const BLOCK_BYTES: u64 = 256;
 const ELEMENT_BYTES: u64 = 8;
 
-/// The published real-hardware runs of BS: (DPUs, p), from GitHub VIA-Research/uPIMulator,
-/// `tools/upmem_reg_model/data/input.xlsx` (commit 870d916).
-pub const BS_RUNS: [(u32, u64); 11] = [
-    (1, 131_072),
-    (4, 32_768),
-    (4, 65_536),
-    (4, 131_072),
-    (4, 262_144),
-    (16, 131_072),
-    (16, 262_144),
-    (64, 32_768),
-    (64, 65_536),
-    (64, 131_072),
-    (64, 262_144),
-];
-
 /// [est] Per query outside the steps: the loop, the query's address, resetting the range
 /// (three address computations), the first midpoint.
 const PER_QUERY_INSTRUCTIONS: u64 = 20;

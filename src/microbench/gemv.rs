@@ -24,30 +24,6 @@ const ELEMENT_BYTES: u64 = 4;
 /// Rows a tasklet handles per result write (`8 / sizeof(T)`).
 const ROWS_PER_WRITE: u64 = 2;
 
-/// The published real-hardware runs of GEMV: (DPUs, rows), from GitHub
-/// VIA-Research/uPIMulator, `tools/upmem_reg_model/data/input.xlsx` (commit 870d916).
-pub const GEMV_RUNS: [(u32, u64); 19] = [
-    (1, 8192),
-    (4, 2048),
-    (4, 4096),
-    (4, 8192),
-    (4, 16_384),
-    (4, 24_576),
-    (4, 32_768),
-    (4, 65_536),
-    (16, 2048),
-    (16, 4096),
-    (16, 8192),
-    (16, 16_384),
-    (16, 24_576),
-    (16, 32_768),
-    (64, 2048),
-    (64, 4096),
-    (64, 8192),
-    (64, 16_384),
-    (64, 24_576),
-];
-
 /// [est] Per pair of rows: the row loop, clearing the two partial results, the addresses.
 const PER_PAIR_INSTRUCTIONS: u64 = 16;
 /// [est] Per row: the bounds test, the loop set-up, the address updates after the row.

@@ -10,15 +10,20 @@ mod arithmetic;
 mod bs;
 mod gemv;
 mod mram;
+pub mod prim;
+pub mod prim_data;
+mod sel;
 mod stream;
 mod transfer;
 pub mod transfer_data;
 
-pub use apps::{AppRecord, RED_RUNS, VA_RUNS, apps, apps_skipped, red, va};
+pub use apps::{AppRecord, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
-pub use bs::{BS_RUNS, bs};
-pub use gemv::{GEMV_RUNS, gemv};
+pub use bs::bs;
+pub use gemv::gemv;
 pub use mram::{MramRecord, mram};
+pub use prim::{Benchmark, PrimRecord, PrimSweep};
+pub use sel::{sel, sel_kept, sel_share};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
 pub use transfer::{TransferDirection, TransferMode, TransferRecord, TransferSweep, transfer};
 
@@ -28,8 +33,20 @@ use crate::error::Error;
 use crate::machine::Machine;
 use serde::Serialize;
 
-/// The suites, by CLI name.
-pub const SUITES: [&str; 6] = ["arithmetic", "mram", "stream", "transfer", "apps", "all"];
+/// The suites, by CLI name: `apps` runs every `prim-*` suite, `all` every suite.
+pub const SUITES: [&str; 11] = [
+    "arithmetic",
+    "mram",
+    "stream",
+    "transfer",
+    "prim-va",
+    "prim-red",
+    "prim-bs",
+    "prim-gemv",
+    "prim-sel",
+    "apps",
+    "all",
+];
 
 /// One record of any suite, tagged with its suite's name (`"suite": "mram"`).
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
@@ -39,26 +56,89 @@ pub enum Record {
     Mram(MramRecord),
     Stream(StreamRecord),
     Transfer(TransferRecord),
-    Apps(AppRecord),
+    #[serde(rename = "prim-va")]
+    PrimVa(PrimRecord),
+    #[serde(rename = "prim-red")]
+    PrimRed(PrimRecord),
+    #[serde(rename = "prim-bs")]
+    PrimBs(PrimRecord),
+    #[serde(rename = "prim-gemv")]
+    PrimGemv(PrimRecord),
+    #[serde(rename = "prim-sel")]
+    PrimSel(PrimRecord),
+}
+
+impl Record {
+    /// A PrIM application's record, tagged with its suite.
+    pub fn prim(r: PrimRecord) -> Record {
+        match r.benchmark {
+            Benchmark::Va => Record::PrimVa(r),
+            Benchmark::Red => Record::PrimRed(r),
+            Benchmark::Bs => Record::PrimBs(r),
+            Benchmark::Gemv => Record::PrimGemv(r),
+            Benchmark::Sel => Record::PrimSel(r),
+        }
+    }
+
+    /// The PrIM record, for the five PrIM suites.
+    pub fn as_prim(&self) -> Option<&PrimRecord> {
+        match self {
+            Record::PrimVa(r)
+            | Record::PrimRed(r)
+            | Record::PrimBs(r)
+            | Record::PrimGemv(r)
+            | Record::PrimSel(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 /// Whether running `name` (one of [`SUITES`]) runs `suite`.
 pub fn includes(name: &str, suite: &str) -> bool {
-    name == suite || name == "all"
+    name == suite || name == "all" || (name == "apps" && Benchmark::from_suite(suite).is_some())
 }
 
-/// Runs suite `name` (one of [`SUITES`]) with the transfer suite's default sweep; `None` if
-/// the name is unknown.
+/// The PrIM applications suite `name` runs.
+pub fn benchmarks_of(name: &str) -> Vec<Benchmark> {
+    Benchmark::ALL
+        .into_iter()
+        .filter(|b| includes(name, b.suite()))
+        .collect()
+}
+
+/// What the suites sweep where they take settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweeps {
+    pub transfer: TransferSweep,
+    pub prim: PrimSweep,
+}
+
+impl Sweeps {
+    pub fn default_for(machine: &Machine) -> Sweeps {
+        Sweeps {
+            transfer: TransferSweep::default_for(machine),
+            prim: PrimSweep::default(),
+        }
+    }
+}
+
+/// Runs suite `name` (one of [`SUITES`]) with the default sweeps; `None` if the name is
+/// unknown.
 pub fn run(name: &str, machine: &Machine) -> Option<Result<Vec<Record>, Error>> {
-    run_with(name, machine, &TransferSweep::default_for(machine))
+    run_with(name, machine, &Sweeps::default_for(machine))
 }
 
-/// As [`run`], the transfer suite sweeping `sweep`.
+/// As [`run`], with `sweeps`.
 pub fn run_with(
     name: &str,
     machine: &Machine,
-    sweep: &TransferSweep,
+    sweeps: &Sweeps,
 ) -> Option<Result<Vec<Record>, Error>> {
+    if let Some(b) = Benchmark::from_suite(name) {
+        return Some(
+            prim::prim(b, machine, &sweeps.prim).map(|r| r.into_iter().map(Record::prim).collect()),
+        );
+    }
     let records = match name {
         "arithmetic" => arithmetic(machine)
             .map(|r| r.into_iter().map(Record::Arithmetic).collect())
@@ -69,15 +149,14 @@ pub fn run_with(
         "stream" => stream(machine)
             .map(|r| r.into_iter().map(Record::Stream).collect())
             .map_err(Error::from),
-        "transfer" => Ok(transfer(machine, sweep)
+        "transfer" => Ok(transfer(machine, &sweeps.transfer)
             .into_iter()
             .map(Record::Transfer)
             .collect()),
-        "apps" => apps(machine).map(|r| r.into_iter().map(Record::Apps).collect()),
-        "all" => {
+        "apps" | "all" => {
             let mut all = Vec::new();
-            for suite in &SUITES[..5] {
-                match run_with(suite, machine, sweep)? {
+            for suite in SUITES[..9].iter().filter(|s| includes(name, s)) {
+                match run_with(suite, machine, sweeps)? {
                     Ok(r) => all.extend(r),
                     Err(e) => return Some(Err(e)),
                 }
@@ -94,7 +173,7 @@ pub fn run_with(
 /// `dpu.mram_size_bytes` would otherwise fail inside a kernel or while filling MRAM.
 /// Unknown names pass; [`run`] reports them.
 pub fn check_mram(name: &str, machine: &Machine) -> Result<(), InputError> {
-    let suites: &[&str] = if name == "all" { &SUITES[..5] } else { &[name] };
+    let suites: &[&str] = if name == "all" { &SUITES[..4] } else { &[name] };
     for &suite in suites {
         let need = match suite {
             "arithmetic" => arithmetic::mram_need_bytes(machine),

@@ -100,7 +100,10 @@ impl TransferSweep {
 }
 
 /// A non-empty list of distinct integers in 1..=max, at most [`MAX_SWEEP_VALUES`] of them.
-fn positive_list<T: TryFrom<u64>>(value: &toml::Value, max: u64) -> Result<Vec<T>, String> {
+pub(super) fn positive_list<T: TryFrom<u64>>(
+    value: &toml::Value,
+    max: u64,
+) -> Result<Vec<T>, String> {
     let items = value
         .as_array()
         .filter(|a| !a.is_empty() && a.len() <= MAX_SWEEP_VALUES)

@@ -307,6 +307,10 @@ pub enum TransferBound {
     PerRankRate,
     /// The host's cap for the direction (`transfer.host_cap_*`), shared by the ranks.
     HostCap,
+    /// The host threads transposing the bytes: `transfer.threads_per_rank` (a rank's part;
+    /// one thread for a serial call) or `host.threads` (all ranks together), times
+    /// `transfer.transpose_gb_per_s_per_thread`.
+    Transposition,
 }
 
 /// The parts of a transfer, rank by rank (DPU by DPU for serial transfers).
@@ -323,11 +327,16 @@ fn rank_parts(
         let sizes = &sizes[p.rank_dpus(r)];
         match kind {
             TransferKind::Serial => {
+                // A serial call is one DPU's bytes, transposed on one thread.
+                let (limit, limited_by) = lowest([
+                    (dpu_rate, TransferBound::PerDpuRate),
+                    (p.transpose_one, TransferBound::Transposition),
+                ]);
                 parts.extend(sizes.iter().filter(|&&b| b > 0).map(|&b| RankPart {
                     rank: r as u32,
                     moved_bytes: b,
-                    limit_bytes_per_s: dpu_rate,
-                    limited_by: TransferBound::PerDpuRate,
+                    limit_bytes_per_s: limit,
+                    limited_by,
                     host_bytes: b,
                 }));
             }
@@ -340,16 +349,22 @@ fn rank_parts(
                     TransferKind::Broadcast => p.broadcast_rank,
                     _ => rank_rate,
                 };
-                let dpus_rate = dpu_rate.saturating_mul(n);
-                let (limit, limited_by) = if dpus_rate < rank_rate {
-                    (dpus_rate, TransferBound::PerDpuRate)
-                } else {
-                    (rank_rate, TransferBound::PerRankRate)
-                };
                 let host_bytes = match kind {
                     TransferKind::Broadcast => sizes.iter().copied().max().unwrap_or(0),
                     _ => moved,
                 };
+                // The rank's threads transpose the bytes that cross host memory; as a
+                // limit on the moved bytes, scaled by moved / crossing.
+                let transpose = u128::from(p.transpose_rank) * u128::from(moved)
+                    / u128::from(host_bytes.max(1));
+                let (limit, limited_by) = lowest([
+                    (rank_rate, TransferBound::PerRankRate),
+                    (dpu_rate.saturating_mul(n), TransferBound::PerDpuRate),
+                    (
+                        u64::try_from(transpose).unwrap_or(u64::MAX),
+                        TransferBound::Transposition,
+                    ),
+                ]);
                 parts.push(RankPart {
                     rank: r as u32,
                     moved_bytes: moved,
@@ -361,6 +376,17 @@ fn rank_parts(
         }
     }
     parts
+}
+
+/// The lowest rate of `terms`; ties go to the earlier.
+fn lowest<const N: usize>(terms: [(u64, TransferBound); N]) -> (u64, TransferBound) {
+    let mut low = terms[0];
+    for t in &terms[1..] {
+        if t.0 < low.0 {
+            low = *t;
+        }
+    }
+    low
 }
 
 /// Which term sets the time of one transfer of `sizes` (bytes per DPU) on `machine`: the
@@ -406,12 +432,13 @@ pub fn transfer_bound(
     let call_s = to_s(p.call_fixed);
     let rank_s = to_s(Time(p.rank_fixed.ps() * ranks));
     let host_bytes: u64 = parts.iter().map(|x| x.host_bytes).sum();
-    let cap_s = seconds(host_bytes, machine.transfer.host_cap(direction));
+    let (cap, cap_bound) = p.memory_cap(direction);
+    let cap_s = seconds(host_bytes, cap);
     let mut bound = (call_s, TransferBound::PerCall);
     for (s, b) in [
         (rank_s, TransferBound::PerRank),
         (rate_s, rate_bound),
-        (cap_s, TransferBound::HostCap),
+        (cap_s, cap_bound),
     ] {
         if s > bound.0 {
             bound = (s, b);
@@ -432,6 +459,12 @@ struct Params {
     rates: [(u64, u64); 2],
     broadcast_rank: u64,
     threads: u32,
+    /// What one rank's transfer threads, and one thread, transpose per second.
+    transpose_rank: u64,
+    transpose_one: u64,
+    /// The host's memory system per direction: the lower of its cap and what all host
+    /// threads transpose, and which of the two it is.
+    memory_caps: [(u64, TransferBound); 2],
     first_dpu: Vec<usize>,
     dpus_per_rank: Vec<usize>,
     dpus: usize,
@@ -470,6 +503,18 @@ impl Params {
             ],
             broadcast_rank: t.broadcast_bytes_per_s_per_rank,
             threads: machine.host.threads,
+            transpose_rank: t
+                .transpose_limit(t.transpose.map_or(1, |x| u64::from(x.threads_per_rank))),
+            transpose_one: t.transpose_limit(1),
+            memory_caps: t.host_cap_bytes_per_s.map(|cap| {
+                lowest([
+                    (cap, TransferBound::HostCap),
+                    (
+                        t.transpose_limit(u64::from(machine.host.threads)),
+                        TransferBound::Transposition,
+                    ),
+                ])
+            }),
             first_dpu,
             dpus_per_rank: machine
                 .usable_dpus_per_rank
@@ -496,6 +541,11 @@ impl Params {
 
     fn rates(&self, d: Direction) -> (u64, u64) {
         self.rates[matches!(d, Direction::DpuCpu) as usize]
+    }
+
+    /// The host memory system's limit for `d` and the term that sets it.
+    fn memory_cap(&self, d: Direction) -> (u64, TransferBound) {
+        self.memory_caps[matches!(d, Direction::DpuCpu) as usize]
     }
 }
 
@@ -572,10 +622,7 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
         let mut ex = Executor {
             queue: EventQueue::new(3 + 2 * ranks + slots),
             pool: FluidShare::new(p.threads as u64 * 1000, slots),
-            memory: machine
-                .transfer
-                .host_cap_bytes_per_s
-                .map(|cap| FluidShare::new(cap, ranks)),
+            memory: p.memory_caps.map(|(cap, _)| FluidShare::new(cap, ranks)),
             lanes: (0..ranks).map(|_| Lane::default()).collect(),
             slots: (0..slots).map(|_| Slot::default()).collect(),
             p,
