@@ -100,7 +100,7 @@ fn check(kind: &str, partitioner: &str, extra: &[&str]) {
     let reference = Reference::new(workload.kind, &views);
     let trees = build_trees(&prepared.data, &part, |c, pairs| {
         let (first, last) = chunk_key_range(&prepared.data, c);
-        reference.visit(&views, first, last, pairs);
+        reference.visit(first, last, pairs);
     });
     if workload.kind == QueryKind::Get {
         for (b, batch) in batches.iter_mut().enumerate() {

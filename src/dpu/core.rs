@@ -228,11 +228,11 @@ pub(crate) struct Core {
     inverse_rates: Vec<f64>,
     virtual_work: u128,
     virtual_at: u64,
+    /// The computing tasklets as (virtual finish, tasklet), sorted in decreasing order: the
+    /// next to finish is last.
     computing: Vec<(u128, u32)>,
-    /// The smallest virtual finish in `computing`.
+    /// The smallest virtual finish in `computing` (its last entry's).
     first_finish: Option<u128>,
-    /// Virtual finish of each tasklet's last compute (to order simultaneous finishers).
-    finished_at: Vec<u128>,
     // DMA engine.
     dma_free_at: u64,
     // Synchronisation.
@@ -308,7 +308,6 @@ impl Core {
             virtual_at: 0,
             computing: Vec::with_capacity(tasklets as usize),
             first_finish: None,
-            finished_at: vec![0; tasklets as usize],
             dma_free_at: 0,
             mutex_owner: vec![None; atomics],
             mutex_waiters: vec![VecDeque::new(); atomics],
@@ -360,8 +359,10 @@ impl Core {
         }
         self.advance();
         let finish = self.virtual_work + instructions as u128 * self.scale;
-        self.computing.push((finish, tasklet));
-        self.first_finish = Some(self.first_finish.map_or(finish, |f| f.min(finish)));
+        // At most `tasklets` entries: a linear insertion keeps the order cheaply.
+        let at = self.computing.partition_point(|&e| e > (finish, tasklet));
+        self.computing.insert(at, (finish, tasklet));
+        self.first_finish = self.computing.last().map(|&(f, _)| f);
         self.state[tasklet as usize] = State::Computing;
         self.reschedule_compute();
         Ok(false)
@@ -373,31 +374,20 @@ impl Core {
         self.advance();
         let v = self.virtual_work;
         done.clear();
-        // Few tasklets finish at once; sort the finishers by (finish, id) in place.
-        let mut i = 0;
-        while i < self.computing.len() {
-            if self.computing[i].0 <= v {
-                let (f, t) = self.computing.swap_remove(i);
-                let at = done
-                    .iter()
-                    .position(|&u| (f, t) < (self.finish_of(u), u))
-                    .unwrap_or(done.len());
-                self.finished_at[t as usize] = f;
-                done.insert(at, t);
-            } else {
-                i += 1;
+        // The finishers come off the end of the sorted set in (finish, id) order.
+        while let Some(&(f, t)) = self.computing.last() {
+            if f > v {
+                break;
             }
+            self.computing.pop();
+            done.push(t);
         }
-        self.first_finish = self.computing.iter().map(|&(f, _)| f).min();
+        self.first_finish = self.computing.last().map(|&(f, _)| f);
         self.reschedule_compute();
         for &t in done.iter() {
             self.state[t as usize] = State::Running;
             self.woken[t as usize] = true;
         }
-    }
-
-    fn finish_of(&self, tasklet: u32) -> u128 {
-        self.finished_at[tasklet as usize]
     }
 
     /// Lets a tasklet whose wait ended (mutex granted, barrier released) go on, paying the

@@ -19,8 +19,10 @@ const PER_DPU_BYTES: u64 = 10 << 10;
 /// Per pair: the data, the trees in MRAM and the reference (measured: 63.25 M pairs on 128
 /// DPUs, 1.14 GB peak; about 18 bytes, rounded up).
 const PER_PAIR_BYTES: u64 = 20;
-/// Per query of every batch, all generated up front (measured: 0.7 M more queries, 46 MB).
-const PER_QUERY_BYTES: u64 = 70;
+/// Per query of every batch, all generated up front (measured: 0.7 M more queries, 46 MB),
+/// and the reference's sorted copy of it (24 bytes; measured at paper scale: +469 MB for
+/// 30 M queries after the copy, 16 bytes more per query).
+const PER_QUERY_BYTES: u64 = 86;
 /// Per chunk of the partitioners' chunk boundaries and loads (`partition` holds only
 /// these, never the pairs; measured: 2^30 pairs in chunks of 300, 3.58 M chunks, 146 MB
 /// peak, about 41 bytes each, rounded up).

@@ -440,7 +440,7 @@ fn build(
     let reference = Reference::new(kind, &views);
     let visit = |c: usize, pairs: &[(u64, u64)]| {
         let (first, last) = chunk_key_range(&prepared.data, c);
-        reference.visit(&views, first, last, pairs);
+        reference.visit(first, last, pairs);
     };
     let (cold_chunks, hot_chunks) = chunks_per_dpu(partitioning);
     let built: Vec<(DpuLayout, DpuTrees)> = system

@@ -150,7 +150,7 @@ impl PimTree {
         let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
         let reference = Reference::new(QueryKind::Get, &views);
         let groups = dpu_groups(machine.dpus, group_count(workload.pairs));
-        let visit = |lo: u64, hi: u64, pairs: &[(u64, u64)]| reference.visit(&views, lo, hi, pairs);
+        let visit = |lo: u64, hi: u64, pairs: &[(u64, u64)]| reference.visit(lo, hi, pairs);
         let (first_pairs, keys_per_dpu) = gather(&data, machine.dpus, groups[0].clone(), &visit);
         progress("planning batches");
         for (b, batch) in batches.iter_mut().enumerate() {

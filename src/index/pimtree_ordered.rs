@@ -133,7 +133,7 @@ impl PimTreeOrdered {
             (&layout, workload.seed),
             machine.dpus,
             &mut first,
-            &|lo, hi, pairs| reference.visit(&views, lo, hi, pairs),
+            &|lo, hi, pairs| reference.visit(lo, hi, pairs),
             &mut |f| wanted.see(f),
         );
         wanted.finish();
