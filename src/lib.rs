@@ -3,7 +3,7 @@
 //!
 //! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `index` ->
 //! `policies` -> `forest`, `pimtree`, `partition`, `workload` -> `host` -> `system` -> `dpu` ->
-//! `trace`, `machine` -> `engine`, `config`, `rng`; `output` (safe output files) serves `cli`
+//! `trace`, `machine` -> `engine`, `config`, `rng`, `meter` (progress of long phases); `output` (safe output files) serves `cli`
 //! and `experiments`. `error` is the commands' top-level error
 //! (exit codes); input errors live in `config`. The system executor runs the batch programs
 //! that indexes write; `host` prices single operations on it.
@@ -18,6 +18,7 @@ pub mod forest;
 pub mod host;
 pub mod index;
 pub mod machine;
+pub mod meter;
 pub mod microbench;
 pub mod output;
 pub mod partition;

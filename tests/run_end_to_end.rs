@@ -298,3 +298,42 @@ fn progress_lines_go_to_stderr_when_it_is_not_a_terminal_and_quiet_silences_them
     };
     assert_eq!(strip(loud), strip(quiet));
 }
+
+#[test]
+fn the_tree_build_reports_how_far_it_has_come() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args([
+            "run",
+            "--machine",
+            "machines/paper-2rank.toml",
+            "--workload",
+            "workloads/quick-raq.toml",
+            "--set",
+            "batches.warmup=1",
+            "--set",
+            "batches.measured=1",
+            "--json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PIMDES_PROGRESS_EVERY_MS", "10")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let building: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("pimdes run: building trees, "))
+        .collect();
+    assert!(!building.is_empty(), "no build line in: {stderr}");
+    // Every line of the build has its share done; a later line never shows less.
+    let percent = |l: &str| -> u64 {
+        let p = l.split(", ").nth(1).unwrap();
+        p.strip_suffix(" %")
+            .unwrap_or_else(|| panic!("{l}"))
+            .parse()
+            .unwrap()
+    };
+    let shares: Vec<u64> = building.iter().map(|l| percent(l)).collect();
+    assert!(shares.windows(2).all(|w| w[0] <= w[1]), "{shares:?}");
+    assert!(shares.iter().all(|&p| p <= 100), "{shares:?}");
+}

@@ -139,8 +139,10 @@ fn a_wrong_policy_fails_the_answer_check() {
     let mut policies = Policies::of(&w).unwrap();
     policies.postprocessing = Box::new(OffByOne);
     let partitioner = by_name("qdd-double-scan").unwrap();
-    let mut index =
-        BForest::with_policies(&m, &w, partitioner.as_ref(), policies, &mut |_| {}).unwrap();
+    let mut index = pimdes::meter::quietly(|p| {
+        BForest::with_policies(&m, &w, partitioner.as_ref(), policies, p)
+    })
+    .unwrap();
     let config = EffectiveConfig {
         machine: m.raw.clone(),
         workload: w.raw.clone(),

@@ -5,6 +5,7 @@
 //! messages stay as they were. Wall time is only shown here: it never reaches a result.
 
 use crate::experiments::run::Progress;
+use crate::meter::Meter;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -17,6 +18,8 @@ const TERMINAL_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 struct State {
     status: String,
+    /// When the current phase started (none while batches run), for the meter's estimate.
+    phase_from: Option<Instant>,
     /// When the first batch started, for the estimate.
     batches_from: Option<Instant>,
     finished: bool,
@@ -31,6 +34,7 @@ type Shared = Arc<(Mutex<State>, Condvar)>;
 /// Progress lines of `command` on stderr while it lives.
 pub struct StderrProgress {
     shared: Shared,
+    meter: Arc<Meter>,
     ticker: Option<std::thread::JoinHandle<()>>,
     terminal: bool,
 }
@@ -43,12 +47,15 @@ impl StderrProgress {
         } else {
             PLAIN_EVERY
         });
+        let meter: Arc<Meter> = Arc::default();
         let ticker = {
             let shared = Arc::clone(&shared);
-            std::thread::spawn(move || tick(&shared, command, terminal, every))
+            let meter = Arc::clone(&meter);
+            std::thread::spawn(move || tick(&shared, &meter, command, terminal, every))
         };
         StderrProgress {
             shared,
+            meter,
             ticker: Some(ticker),
             terminal,
         }
@@ -67,7 +74,7 @@ impl StderrProgress {
 }
 
 /// The ticker: a line every `every` until the command finishes.
-fn tick(shared: &Shared, command: &str, terminal: bool, every: Duration) {
+fn tick(shared: &Shared, meter: &Meter, command: &str, terminal: bool, every: Duration) {
     let started = Instant::now();
     let (lock, wake) = &**shared;
     let mut state = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -87,8 +94,9 @@ fn tick(shared: &Shared, command: &str, terminal: bool, every: Duration) {
             continue;
         }
         let line = format!(
-            "{command}: {}, {} elapsed",
+            "{command}: {}{}, {} elapsed",
             state.status,
+            measured(&state, meter),
             clock(started.elapsed())
         );
         let mut err = std::io::stderr().lock();
@@ -147,6 +155,18 @@ fn clock(d: Duration) -> String {
     }
 }
 
+/// How far a measured phase has come, and the time it has left: ", 37 %, about 0:42 left".
+fn measured(state: &State, meter: &Meter) -> String {
+    let (Some(from), Some((done, total))) = (state.phase_from, meter.progress()) else {
+        return String::new();
+    };
+    let percent = done * 100 / total;
+    match estimate_left(from.elapsed(), done, total) {
+        Some(d) => format!(", {percent} %, about {} left", clock(d)),
+        None => format!(", {percent} %"),
+    }
+}
+
 /// Time left for `total` items when `done` of them took `spent`.
 fn estimate_left(spent: Duration, done: u64, total: u64) -> Option<Duration> {
     (done > 0 && done < total).then(|| spent.mul_f64((total - done) as f64 / done as f64))
@@ -165,6 +185,7 @@ impl Progress for StderrProgress {
                 };
                 eprintln!("{clear}{note}");
             }
+            s.phase_from = None;
             let from = *s.batches_from.get_or_insert_with(Instant::now);
             s.status = match estimate_left(from.elapsed(), done, total) {
                 Some(d) => format!("batch {}/{total}, about {} left", done + 1, clock(d)),
@@ -174,7 +195,14 @@ impl Progress for StderrProgress {
     }
 
     fn phase(&mut self, what: &str) {
-        self.set(|s| s.status = what.to_owned());
+        self.set(|s| {
+            s.status = what.to_owned();
+            s.phase_from = Some(Instant::now());
+        });
+    }
+
+    fn meter(&self) -> Arc<Meter> {
+        Arc::clone(&self.meter)
     }
 }
 

@@ -196,6 +196,10 @@ impl RunReport {
 pub trait Progress {
     fn batch(&mut self, _done: u64, _total: u64) {}
     fn phase(&mut self, _what: &str) {}
+    /// Where the index build reports how far a long phase has come (read by the ticker).
+    fn meter(&self) -> std::sync::Arc<crate::meter::Meter> {
+        std::sync::Arc::default()
+    }
 }
 
 /// No progress output.
@@ -251,7 +255,10 @@ pub fn run_traced(
 ) -> Result<(RunReport, Option<Trace>), Error> {
     let wall = std::time::Instant::now();
     check_fixed_costs(machine, workload)?;
-    let mut index = index::build(machine, workload, partitioner, &mut |p| progress.phase(p))?;
+    let meter = progress.meter();
+    let mut on_phase = |p: &str| progress.phase(p);
+    let mut phases = crate::meter::Phases::new(&mut on_phase, &meter);
+    let mut index = index::build(machine, workload, partitioner, &mut phases)?;
     let config = EffectiveConfig::of(machine, workload, partitioner.name());
     drive(
         machine,

@@ -154,7 +154,7 @@ impl BForest {
         machine: &Machine,
         workload: &Workload,
         partitioner: &dyn Partitioner,
-        progress: &mut dyn FnMut(&str),
+        progress: &mut crate::meter::Phases<'_>,
     ) -> Result<BForest, IndexError> {
         Self::with_policies(
             machine,
@@ -172,7 +172,7 @@ impl BForest {
         workload: &Workload,
         partitioner: &dyn Partitioner,
         policies: Policies,
-        progress: &mut dyn FnMut(&str),
+        progress: &mut crate::meter::Phases<'_>,
     ) -> Result<BForest, IndexError> {
         check_tasklets(machine, workload)?;
         if workload.granularity == crate::workload::spec::Granularity::Pair {
@@ -182,11 +182,11 @@ impl BForest {
                 .error_at("partition.granularity", reason)
                 .into());
         }
-        progress("partitioning");
+        progress.phase("partitioning");
         let prepared = Prepared::new(machine, workload)?;
         let partitioning = prepared.partition(partitioner, workload)?;
         let table = RoutingTable::new(&partitioning, &prepared.data);
-        progress("generating batches");
+        progress.phase("generating batches");
         let mut batches: Vec<Vec<Query>> = (0..workload.total_batches())
             .map(|b| prepared.queries.batch(b))
             .collect();
@@ -198,11 +198,12 @@ impl BForest {
             &table,
             &batches,
         )?;
-        progress("building trees");
+        progress.phase("building trees");
+        progress.meter.start(prepared.data.chunks() as u64);
         let mut system = System::new(machine);
         let (reference, layouts, trees) = build(
             &mut system,
-            workload.kind,
+            (workload.kind, progress.meter),
             &prepared,
             &partitioning,
             &batches,
@@ -431,7 +432,7 @@ struct PoliciesReport {
 /// the tree bytes exist once) and fills the reference from each chunk's pairs meanwhile.
 fn build(
     system: &mut System,
-    kind: QueryKind,
+    (kind, meter): (QueryKind, &crate::meter::Meter),
     prepared: &Prepared,
     partitioning: &Partitioning,
     batches: &[Vec<Query>],
@@ -441,6 +442,7 @@ fn build(
     let visit = |c: usize, pairs: &[(u64, u64)]| {
         let (first, last) = chunk_key_range(&prepared.data, c);
         reference.visit(first, last, pairs);
+        meter.add(1);
     };
     let (cold_chunks, hot_chunks) = chunks_per_dpu(partitioning);
     let built: Vec<(DpuLayout, DpuTrees)> = system

@@ -200,7 +200,7 @@ pub fn build(
     machine: &Machine,
     workload: &Workload,
     partitioner: &dyn crate::partition::Partitioner,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut crate::meter::Phases<'_>,
 ) -> Result<Box<dyn Index>, IndexError> {
     match workload.index.as_str() {
         bforest::NAME => Ok(Box::new(bforest::BForest::new(

@@ -131,7 +131,7 @@ impl PimTree {
     pub fn new(
         machine: &Machine,
         workload: &Workload,
-        progress: &mut dyn FnMut(&str),
+        progress: &mut crate::meter::Phases<'_>,
     ) -> Result<PimTree, IndexError> {
         check_workload(machine, workload)?;
         assert_eq!(
@@ -142,17 +142,17 @@ impl PimTree {
         let layout = Layout::new(workload.tasklets);
         let data = DataSet::generate(workload);
         let generator = QueryGenerator::new(workload, &data, machine.dpus);
-        progress("generating batches");
+        progress.phase("generating batches");
         let mut batches: Vec<Vec<Query>> = (0..workload.total_batches())
             .map(|b| generator.batch(b))
             .collect();
-        progress("counting keys per DPU");
+        progress.phase("counting keys per DPU");
         let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
         let reference = Reference::new(QueryKind::Get, &views);
         let groups = dpu_groups(machine.dpus, group_count(workload.pairs));
         let visit = |lo: u64, hi: u64, pairs: &[(u64, u64)]| reference.visit(lo, hi, pairs);
         let (first_pairs, keys_per_dpu) = gather(&data, machine.dpus, groups[0].clone(), &visit);
-        progress("planning batches");
+        progress.phase("planning batches");
         for (b, batch) in batches.iter_mut().enumerate() {
             reference.resolved_gets(b, batch);
         }
@@ -192,7 +192,7 @@ impl PimTree {
         &mut self,
         groups: Vec<std::ops::Range<u32>>,
         first_pairs: Vec<Vec<(u64, u64)>>,
-        progress: &mut dyn FnMut(&str),
+        progress: &mut crate::meter::Phases<'_>,
     ) -> Result<(), IndexError> {
         let p = self.machine.dpus as usize;
         for r in &mut self.results {
@@ -202,7 +202,7 @@ impl PimTree {
         self.groups = groups.len() as u32;
         let mut first_pairs = Some(first_pairs);
         for (g, range) in groups.iter().enumerate() {
-            progress(&format!(
+            progress.phase(&format!(
                 "simulating DPUs {}..{} (group {} of {})",
                 range.start,
                 range.end,

@@ -107,12 +107,12 @@ impl PimTreeOrdered {
     pub fn new(
         machine: &Machine,
         workload: &Workload,
-        progress: &mut dyn FnMut(&str),
+        progress: &mut crate::meter::Phases<'_>,
     ) -> Result<PimTreeOrdered, IndexError> {
         let layout = Layout::new(workload.tasklets);
         let data = DataSet::generate(workload);
         let generator = QueryGenerator::new(workload, &data, machine.dpus);
-        progress("generating batches");
+        progress.phase("generating batches");
         let batches: Vec<Vec<Query>> = (0..workload.total_batches())
             .map(|b| generator.batch(b))
             .collect();
@@ -126,7 +126,7 @@ impl PimTreeOrdered {
         let mut wanted = wanted(workload.kind, &batches);
         // A group holds its pairs and its level-0 nodes' entries: 32 bytes per pair.
         let groups = dpu_groups(machine.dpus, group_count(workload.pairs.saturating_mul(2)));
-        progress("building the skip list");
+        progress.phase("building the skip list");
         let mut first = GroupData::new(groups[0].clone());
         let (skeleton, keys_per_dpu) = pass(
             &data,
@@ -140,7 +140,7 @@ impl PimTreeOrdered {
         let list = SkipList::new(workload.seed, machine.dpus, skeleton);
         let top = Top::build(&layout, &list);
         check_capacity(workload, &layout, &list, &top, &keys_per_dpu)?;
-        progress("planning rounds");
+        progress.phase("planning rounds");
         let plans = plan_all(workload.kind, &layout, &list, &wanted, &batches);
         drop(wanted);
         check_rounds(workload, &layout, &plans)?;
@@ -179,7 +179,7 @@ impl PimTreeOrdered {
         &mut self,
         groups: Vec<Range<u32>>,
         first: GroupData,
-        progress: &mut dyn FnMut(&str),
+        progress: &mut crate::meter::Phases<'_>,
     ) -> Result<(), IndexError> {
         let p = self.machine.dpus as usize;
         for (r, plan) in self.results.iter_mut().zip(&self.plans) {
@@ -188,7 +188,7 @@ impl PimTreeOrdered {
         }
         let mut first = Some(first);
         for (g, range) in groups.iter().enumerate() {
-            progress(&format!(
+            progress.phase(&format!(
                 "simulating DPUs {}..{} (group {} of {})",
                 range.start,
                 range.end,
