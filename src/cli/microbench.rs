@@ -37,19 +37,24 @@ pub struct MicrobenchArgs {
     quiet: bool,
 }
 
-pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
-    let overrides = args
-        .set
+/// The machine and the suites' sweeps from `--machine` and `--set`, every setting checked
+/// before anything runs.
+fn inputs(
+    name: &str,
+    machine: &Option<PathBuf>,
+    sets: &[String],
+) -> Result<(Machine, Sweeps), Error> {
+    let overrides = sets
         .iter()
         .map(|s| Override::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
     let (machine_sets, suite_sets): (Vec<Override>, Vec<Override>) = overrides
         .into_iter()
         .partition(|o| o.strip_prefix("machine").is_some());
-    let prim_suites = microbench::benchmarks_of(&args.name);
+    let prim_suites = microbench::benchmarks_of(name);
     if let Some(o) = suite_sets.iter().find(|o| {
         let transfer = o.strip_prefix("microbench.transfer").is_some()
-            && microbench::includes(&args.name, "transfer");
+            && microbench::includes(name, "transfer");
         let prim = o.strip_prefix("microbench.prim").is_some() && !prim_suites.is_empty();
         !transfer && !prim
     }) {
@@ -60,7 +65,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         )
         .into());
     }
-    let machine = match &args.machine {
+    let machine = match machine {
         Some(path) => Machine::load(path, &machine_sets)?,
         None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &machine_sets)?,
     };
@@ -74,6 +79,12 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     for &b in &prim_suites {
         microbench::prim::points(b, &machine, &sweeps.prim)?;
     }
+    Ok((machine, sweeps))
+}
+
+pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
+    let (machine, sweeps) = inputs(&args.name, &args.machine, &args.set)?;
+    let prim_suites = microbench::benchmarks_of(&args.name);
     for w in machine.warnings() {
         eprintln!("warning: {w}");
     }
