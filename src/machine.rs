@@ -276,11 +276,6 @@ pub struct Transpose {
 }
 
 impl TransferParams {
-    /// The host's cap for `direction`.
-    pub fn host_cap(&self, direction: crate::system::program::Direction) -> u64 {
-        self.host_cap_bytes_per_s[direction as usize]
-    }
-
     /// Bytes per second `threads` host threads transpose (unlimited when not modelled).
     pub fn transpose_limit(&self, threads: u64) -> u64 {
         self.transpose.map_or(u64::MAX, |t| {
