@@ -101,7 +101,7 @@ fn an_unknown_suite_lists_the_known_ones() {
         &o,
         &[
             "unknown microbenchmark `gups`",
-            "arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv, prim-sel, apps, all",
+            "arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv, prim-sel, prim-uni, apps, all",
         ],
     );
 }

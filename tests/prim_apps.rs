@@ -6,7 +6,7 @@
 mod common;
 
 use pimdes::microbench::prim::{PrimSweep, prim, published};
-use pimdes::microbench::{Benchmark, bs, gemv, red, sel, sel_kept, va};
+use pimdes::microbench::{Benchmark, bs, gemv, red, sel, sel_kept, uni, uni_kept, va};
 
 #[test]
 fn every_published_run_is_modelled_and_launches_cost_their_fixed_part() {
@@ -28,7 +28,9 @@ fn every_published_run_is_modelled_and_launches_cost_their_fixed_part() {
                     (n / 8).next_multiple_of(u64::from(r.dpus) * 16) / u64::from(r.dpus)
                 }
                 // SEL: rounded up to whole rounds of 16 tasklets x 128 elements.
-                Benchmark::Sel => n.div_ceil(u64::from(r.dpus)).next_multiple_of(2048),
+                Benchmark::Sel | Benchmark::Uni => {
+                    n.div_ceil(u64::from(r.dpus)).next_multiple_of(2048)
+                }
                 _ => n.div_ceil(u64::from(r.dpus)),
             };
             assert_eq!(r.input_per_dpu, share, "{r:?}");
@@ -157,4 +159,21 @@ fn gemv_runs_at_the_machine_files_multiply_cost_per_element() {
         gemv(&machine, 4, 32_768).unwrap().dpu_kernel_ms,
         one.dpu_kernel_ms
     );
+}
+
+#[test]
+fn uni_keeps_one_of_each_pair_and_every_dpu_repeats_its_neighbours_last_value() {
+    // 0, 2, 2, 4, 4, ...: a DPU of S elements keeps S / 2 + 1 values (its first, and one at
+    // each odd index), so 4 DPUs of 131,072 keep 4 x 65,537; the host's stitching drops the
+    // three repeated first values, leaving 524,288 / 2 + 1.
+    let kept: Vec<u64> = (0..4).map(|d| uni_kept(524_288, 4, d)).collect();
+    assert_eq!(kept, [65_537; 4]);
+    assert_eq!(kept.iter().sum::<u64>() - 3, 262_145);
+    // A DPU of padding only keeps the one repeated value.
+    assert_eq!(uni_kept(3_000, 2, 1), 1 + 952 / 2);
+    assert_eq!(uni_kept(2_048, 2, 1), 1);
+    // The kernel's output is checked inside `uni`, every DPU, across tasklets and rounds.
+    let machine = common::machine(&[]);
+    let r = uni(&machine, 2, 5_000).unwrap();
+    assert_eq!(r.elements_per_dpu, 4096);
 }

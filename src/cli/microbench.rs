@@ -17,7 +17,7 @@ const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2556-350mhz.toml (embedded)";
 #[derive(Debug, Args)]
 pub struct MicrobenchArgs {
     /// Suite: arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv,
-    /// prim-sel, apps (every prim-* suite) or all.
+    /// prim-sel, prim-uni, apps (every prim-* suite) or all.
     #[arg(value_name = "NAME")]
     name: String,
     /// Machine description (TOML). Default: machines/upmem-2556-350mhz.toml, embedded.

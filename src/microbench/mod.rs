@@ -8,11 +8,11 @@
 mod apps;
 mod arithmetic;
 mod bs;
+mod compact;
 mod gemv;
 mod mram;
 pub mod prim;
 pub mod prim_data;
-mod sel;
 mod stream;
 mod transfer;
 pub mod transfer_data;
@@ -20,10 +20,10 @@ pub mod transfer_data;
 pub use apps::{AppRecord, red, va};
 pub use arithmetic::{ArithOp, ArithmeticRecord, DataType, arithmetic};
 pub use bs::bs;
+pub use compact::{sel, sel_kept, sel_share, uni, uni_kept};
 pub use gemv::gemv;
 pub use mram::{MramRecord, mram};
 pub use prim::{Benchmark, PrimRecord, PrimSweep};
-pub use sel::{sel, sel_kept, sel_share};
 pub use stream::{Memory, StreamKernel, StreamRecord, stream};
 pub use transfer::{TransferDirection, TransferMode, TransferRecord, TransferSweep, transfer};
 
@@ -34,7 +34,7 @@ use crate::machine::Machine;
 use serde::Serialize;
 
 /// The suites, by CLI name: `apps` runs every `prim-*` suite, `all` every suite.
-pub const SUITES: [&str; 11] = [
+pub const SUITES: [&str; 12] = [
     "arithmetic",
     "mram",
     "stream",
@@ -44,6 +44,7 @@ pub const SUITES: [&str; 11] = [
     "prim-bs",
     "prim-gemv",
     "prim-sel",
+    "prim-uni",
     "apps",
     "all",
 ];
@@ -66,6 +67,8 @@ pub enum Record {
     PrimGemv(PrimRecord),
     #[serde(rename = "prim-sel")]
     PrimSel(PrimRecord),
+    #[serde(rename = "prim-uni")]
+    PrimUni(PrimRecord),
 }
 
 impl Record {
@@ -77,6 +80,7 @@ impl Record {
             Benchmark::Bs => Record::PrimBs(r),
             Benchmark::Gemv => Record::PrimGemv(r),
             Benchmark::Sel => Record::PrimSel(r),
+            Benchmark::Uni => Record::PrimUni(r),
         }
     }
 
@@ -87,7 +91,8 @@ impl Record {
             | Record::PrimRed(r)
             | Record::PrimBs(r)
             | Record::PrimGemv(r)
-            | Record::PrimSel(r) => Some(r),
+            | Record::PrimSel(r)
+            | Record::PrimUni(r) => Some(r),
             _ => None,
         }
     }
@@ -155,7 +160,7 @@ pub fn run_with(
             .collect()),
         "apps" | "all" => {
             let mut all = Vec::new();
-            for suite in SUITES[..9].iter().filter(|s| includes(name, s)) {
+            for suite in SUITES[..10].iter().filter(|s| includes(name, s)) {
                 match run_with(suite, machine, sweeps)? {
                     Ok(r) => all.extend(r),
                     Err(e) => return Some(Err(e)),

@@ -1,5 +1,5 @@
 //! PrIM applications as named suites (`pimdes microbench prim-va`, `prim-red`, `prim-bs`,
-//! `prim-gemv`, `prim-sel`; `apps` runs them all): each runs the application's kernel on
+//! `prim-gemv`, `prim-sel`, `prim-uni`; `apps` runs them all): each runs the application's kernel on
 //! the DPU model with real data (every result checked) and prices the host's transfers as
 //! PrIM's host makes them, so a record holds PrIM's three host timers: the input pushes
 //! (`cpu_dpu_ms`), the synchronous launch (`kernel_ms`) and the result retrieval
@@ -28,15 +28,17 @@ pub enum Benchmark {
     Bs,
     Gemv,
     Sel,
+    Uni,
 }
 
 impl Benchmark {
-    pub const ALL: [Benchmark; 5] = [
+    pub const ALL: [Benchmark; 6] = [
         Benchmark::Va,
         Benchmark::Red,
         Benchmark::Bs,
         Benchmark::Gemv,
         Benchmark::Sel,
+        Benchmark::Uni,
     ];
 
     /// The suite's CLI name, `prim-va` and so on.
@@ -47,6 +49,7 @@ impl Benchmark {
             Benchmark::Bs => "prim-bs",
             Benchmark::Gemv => "prim-gemv",
             Benchmark::Sel => "prim-sel",
+            Benchmark::Uni => "prim-uni",
         }
     }
 
@@ -61,7 +64,7 @@ impl Benchmark {
             Benchmark::Red => size.div_ceil(u64::from(dpus)) * 8,
             Benchmark::Bs => super::bs::bs_mram_bytes(size, dpus),
             Benchmark::Gemv => super::gemv::gemv_mram_bytes(size, dpus),
-            Benchmark::Sel => super::sel::sel_mram_bytes(size, dpus),
+            Benchmark::Sel | Benchmark::Uni => super::compact::sel_mram_bytes(size, dpus),
         }
     }
 
@@ -71,7 +74,8 @@ impl Benchmark {
             Benchmark::Red => apps::red(machine, dpus, size),
             Benchmark::Bs => super::bs::bs(machine, dpus, size),
             Benchmark::Gemv => super::gemv::gemv(machine, dpus, size),
-            Benchmark::Sel => super::sel::sel(machine, dpus, size),
+            Benchmark::Sel => super::compact::sel(machine, dpus, size),
+            Benchmark::Uni => super::compact::uni(machine, dpus, size),
         }
     }
 
@@ -115,7 +119,7 @@ pub struct PrimRecord {
     /// PrIM's "CPU-DPU" timer: the arguments and the inputs, one parallel push each.
     pub cpu_dpu_ms: f64,
     /// The retrieval after the launch: the results' parallel read (with the MRAM ownership
-    /// switch) and, for SEL, PrIM's serial copy of each DPU's kept elements.
+    /// switch) and, for SEL and UNI, PrIM's serial copy of each DPU's kept elements.
     pub dpu_cpu_ms: f64,
     /// The published run with the same DPUs and input size, if there is one.
     pub hardware: Option<Hardware>,
@@ -304,11 +308,20 @@ fn host_transfers(benchmark: Benchmark, dpus: u32, size: u64) -> HostTransfers {
         // SEL: arguments (8 B), A; each tasklet's 4-byte count read back ("Inter-DPU"),
         // then each DPU's kept elements, one serial call per DPU ("DPU-CPU").
         Benchmark::Sel => {
-            let share = super::sel::sel_share(size, dpus);
+            let share = super::compact::sel_share(size, dpus);
             let kept = (0..dpus)
-                .map(|i| super::sel::sel_kept(size, dpus, i) * 8)
+                .map(|i| super::compact::sel_kept(size, dpus, i) * 8)
                 .collect();
             (vec![8, share * 8], 16 * 4, Some(kept))
+        }
+        // UNI: as SEL, each tasklet's count, first and last value (24 bytes) read back,
+        // then each DPU's kept values, one serial call per DPU.
+        Benchmark::Uni => {
+            let share = super::compact::sel_share(size, dpus);
+            let kept = (0..dpus)
+                .map(|i| super::compact::uni_kept(size, dpus, i) * 8)
+                .collect();
+            (vec![8, share * 8], 16 * 24, Some(kept))
         }
     };
     HostTransfers {
