@@ -159,6 +159,24 @@ impl Chain {
     }
 }
 
+/// A tasklet's start: its two block buffers, its mutex taken, the others met.
+async fn begin(t: &Tasklet, chain: &Chain) -> Result<(u32, u32), KernelError> {
+    let a = t.mem_alloc(BLOCK_BYTES)?;
+    let b = t.mem_alloc(BLOCK_BYTES)?;
+    chain.arm(t).await?;
+    t.barrier_wait(0).await?;
+    Ok((a, b))
+}
+
+/// The MRAM offsets of tasklet `t`'s blocks of a DPU's `share_bytes`, round by round: block
+/// `id`, then every `tasklets` blocks.
+fn my_blocks(t: &Tasklet, share_bytes: u64) -> Vec<u64> {
+    let stride = u64::from(BLOCK_BYTES) * u64::from(t.tasklets());
+    (u64::from(t.id()) * u64::from(BLOCK_BYTES)..share_bytes)
+        .step_by(stride as usize)
+        .collect()
+}
+
 struct Select {
     share_bytes: u64,
     chain: Chain,
@@ -190,14 +208,9 @@ impl Select {
 impl Kernel for Select {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let (id, last) = (t.id(), t.tasklets() - 1);
-        let a = t.mem_alloc(BLOCK_BYTES)?;
-        let b = t.mem_alloc(BLOCK_BYTES)?;
-        self.chain.arm(t).await?;
-        t.barrier_wait(0).await?;
-        let stride = u64::from(BLOCK_BYTES) * u64::from(t.tasklets());
-        let mut at = u64::from(id) * u64::from(BLOCK_BYTES);
-        let mut round = 0;
-        while at < self.share_bytes {
+        let (a, b) = begin(t, &self.chain).await?;
+        let blocks = my_blocks(t, self.share_bytes);
+        for (round, &at) in blocks.iter().enumerate() {
             t.mram_read(at, a, BLOCK_BYTES).await?;
             let count = self.select(t, a, b).await?;
             let before = self
@@ -219,9 +232,7 @@ impl Kernel for Select {
                 let to = self.share_bytes + (base + before) * ELEMENT_BYTES;
                 t.mram_write(b, to, (count * ELEMENT_BYTES) as u32).await?;
             }
-            at += stride;
-            round += 1;
-            self.chain.rearm(t, at < self.share_bytes).await?;
+            self.chain.rearm(t, round + 1 < blocks.len()).await?;
         }
         Ok(())
     }
@@ -361,14 +372,9 @@ impl Unique {
 impl Kernel for Unique {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let (id, last) = (t.id(), t.tasklets() - 1);
-        let a = t.mem_alloc(BLOCK_BYTES)?;
-        let b = t.mem_alloc(BLOCK_BYTES)?;
-        self.chain.arm(t).await?;
-        t.barrier_wait(0).await?;
-        let stride = u64::from(BLOCK_BYTES) * u64::from(t.tasklets());
-        let mut at = u64::from(id) * u64::from(BLOCK_BYTES);
-        let mut round = 0;
-        while at < self.share_bytes {
+        let (a, b) = begin(t, &self.chain).await?;
+        let blocks = my_blocks(t, self.share_bytes);
+        for (round, &at) in blocks.iter().enumerate() {
             t.mram_read(at, a, BLOCK_BYTES).await?;
             let out = self.unique(t, a, b).await?;
             let (first, final_value, n) = (out[0], out[out.len() - 1], out.len() as u64);
@@ -403,9 +409,7 @@ impl Kernel for Unique {
                 t.op(Op::WramAccess, 3).await?;
             }
             t.barrier_wait(0).await?;
-            at += stride;
-            round += 1;
-            self.chain.rearm(t, at < self.share_bytes).await?;
+            self.chain.rearm(t, round + 1 < blocks.len()).await?;
         }
         Ok(())
     }
