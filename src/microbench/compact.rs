@@ -18,7 +18,7 @@
 //! tasklet whose first value repeats the one before drops it (PrIM counts these in an
 //! offset). UNI writes without waiting at a barrier first.
 //!
-//! Two things are modelled differently from the code, without changing the work done:
+//! Three things are modelled differently from the code, without changing the work done:
 //! - the handshake chain (`handshake_wait_for` / `handshake_notify`) is built from the
 //!   machine's mutexes, one per tasklet, at their cost: tasklet t waits on the mutex
 //!   t - 1 holds until t - 1 has passed its count on, as the real tasklet waits;
