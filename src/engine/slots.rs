@@ -95,13 +95,17 @@ impl SlotQueue {
     }
 
     fn scan(&self) -> Option<u32> {
-        let mut best: Option<(u32, (u64, u64))> = None;
+        // IDLE sorts after every pending (time, sequence), and sequences are unique, so the
+        // smallest entry is the earliest pending key, if any.
+        let mut best = IDLE;
+        let mut key = 0;
         for (k, &d) in self.due.iter().enumerate() {
-            if d != IDLE && best.is_none_or(|(_, b)| d < b) {
-                best = Some((k as u32, d));
+            if d < best {
+                best = d;
+                key = k;
             }
         }
-        best.map(|(k, _)| k)
+        (best != IDLE).then_some(key as u32)
     }
 }
 
