@@ -20,7 +20,6 @@ use crate::dpu::{Kernel, KernelError, Op, Tasklet};
 use crate::error::Error;
 use crate::host::Host;
 use crate::machine::Machine;
-use serde::Serialize;
 use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -33,7 +32,7 @@ const ELEMENT_BYTES: u64 = 4;
 pub const RED_TASKLETS: u32 = 16;
 
 /// One kernel run of a PrIM application (the `prim-*` suites add the host's transfers).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AppRecord {
     /// `va`, `red`, `bs`, `gemv` or `sel`.
     pub app: String,
