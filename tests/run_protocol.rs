@@ -8,11 +8,12 @@ use pimdes::config::Override;
 use pimdes::error::Error;
 use pimdes::experiments::partition::EffectiveConfig;
 use pimdes::experiments::run::{RunReport, Silent, drive, run};
+use pimdes::forest::batch::DpuBatch;
 use pimdes::forest::reference::Answer;
 use pimdes::index::bforest::{BForest, Policies};
 use pimdes::machine::Machine;
 use pimdes::partition::by_name;
-use pimdes::policies::{BatchEnv, Evaluated, Postprocessed, PostprocessingPolicy, Routed};
+use pimdes::policies::{BatchEnv, Cost, HostMerge, PostprocessingPolicy, Shape};
 use pimdes::workload::Workload;
 
 /// Two ranks of 16 DPUs.
@@ -118,17 +119,21 @@ impl PostprocessingPolicy for OffByOne {
         "off-by-one"
     }
 
-    fn postprocess(
+    fn merge(
         &self,
         env: &BatchEnv,
-        routed: &Routed,
-        evaluated: &Evaluated,
+        batches: &[DpuBatch],
+        results: &[Vec<Answer>],
         queries: usize,
-    ) -> Postprocessed {
-        let mut p = pimdes::policies::HostMerge.postprocess(env, routed, evaluated, queries);
-        let last: &mut Answer = p.answers.last_mut().unwrap();
+    ) -> Vec<Answer> {
+        let mut answers = HostMerge.merge(env, batches, results, queries);
+        let last: &mut Answer = answers.last_mut().unwrap();
         *last = Some(last.unwrap_or(0) + 1);
-        p
+        answers
+    }
+
+    fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost {
+        HostMerge.cost(env, shape)
     }
 }
 

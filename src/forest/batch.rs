@@ -144,14 +144,14 @@ pub fn result_record_bytes(kind: QueryKind) -> u64 {
 /// Bytes of a DPU buffer's header: task, cold count, hot count, result offset (u32 each).
 pub const HEADER_BYTES: u64 = 16;
 
-/// Bytes of the query buffer a DPU receives (header and records).
-pub fn query_buffer_bytes(kind: QueryKind, batch: &DpuBatch) -> u64 {
-    HEADER_BYTES + batch.len() as u64 * query_record_bytes(kind)
+/// Bytes of the query buffer a DPU receives for `records` records (header and records).
+pub fn query_buffer_bytes(kind: QueryKind, records: u64) -> u64 {
+    HEADER_BYTES + records * query_record_bytes(kind)
 }
 
 /// Bytes of the result buffer a DPU returns.
-pub fn result_buffer_bytes(kind: QueryKind, batch: &DpuBatch) -> u64 {
-    batch.len() as u64 * result_record_bytes(kind)
+pub fn result_buffer_bytes(kind: QueryKind, records: u64) -> u64 {
+    records * result_record_bytes(kind)
 }
 
 /// Combines the partial results of every DPU (in record order, cold then hot) into one

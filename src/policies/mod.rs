@@ -6,6 +6,11 @@
 //! into the batch's program, and the system executor times it. Every stage also returns
 //! named metrics, so every implementation reports in one schema; `pimdes run` averages them
 //! over the measured batches under `policies.<stage>.metrics`.
+//!
+//! Each stage's functional part (route, evaluate a range of DPUs, merge) is apart from its
+//! cost, which depends only on the batch's [`Shape`]: so a batch too large to hold at once
+//! can be routed and evaluated a group of DPUs at a time and still cost exactly what it
+//! would have cost whole (see `index::bforest::stream`).
 
 use crate::dpu::{LaunchError, LaunchReport, TaskletTimeline};
 use crate::engine::Time;
@@ -20,6 +25,7 @@ use crate::partition::RoutingTable;
 use crate::system::System;
 use crate::system::program::TransferKind;
 use crate::workload::{Query, QueryKind};
+use std::ops::Range;
 
 /// Named per-batch measurements of a stage.
 pub type Metrics = Vec<(&'static str, f64)>;
@@ -32,6 +38,35 @@ pub struct BatchEnv<'a> {
     pub table: &'a RoutingTable,
     pub layouts: &'a [DpuLayout],
     pub trees: &'a [DpuTrees],
+}
+
+/// What a batch's costs depend on: its number of queries and each DPU's fragments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    pub queries: u64,
+    /// Fragments (records) each DPU receives, by DPU.
+    pub fragments: Vec<u64>,
+}
+
+impl Shape {
+    /// The shape of `queries` queries routed to `batches`.
+    pub fn of(queries: u64, batches: &[DpuBatch]) -> Shape {
+        Shape {
+            queries,
+            fragments: batches.iter().map(|b| b.len() as u64).collect(),
+        }
+    }
+
+    pub fn total_fragments(&self) -> u64 {
+        self.fragments.iter().sum()
+    }
+}
+
+/// A host stage's cost: its host work, the bytes of each DPU's buffer it moves, its metrics.
+pub struct Cost {
+    pub work: HostWork,
+    pub bytes: Vec<u64>,
+    pub metrics: Metrics,
 }
 
 /// The routing stage's result: per-DPU query lists, the host work and the buffers to send.
@@ -65,17 +100,45 @@ pub struct Postprocessed {
 
 pub trait RoutingPolicy: Send + Sync {
     fn name(&self) -> &'static str;
-    fn route(&self, env: &BatchEnv, queries: &[Query]) -> Routed;
+    /// Each DPU's fragments of `queries`, their `origin` indices into `queries`.
+    fn route(&self, env: &BatchEnv, queries: &[Query]) -> Vec<DpuBatch>;
+    /// The host work of routing and packing a batch of `shape`, and each DPU's query
+    /// buffer bytes.
+    fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost;
+}
+
+/// Routes `queries` with `policy`, and prices the result.
+pub fn route(policy: &dyn RoutingPolicy, env: &BatchEnv, queries: &[Query]) -> Routed {
+    let batches = policy.route(env, queries);
+    let cost = policy.cost(env, &Shape::of(queries.len() as u64, &batches));
+    Routed {
+        batches,
+        work: cost.work,
+        push_bytes: cost.bytes,
+        metrics: cost.metrics,
+    }
+}
+
+/// One launch on a range of DPUs: their partial results and launch reports, in DPU order.
+pub struct Part {
+    pub results: Vec<Vec<Answer>>,
+    pub reports: Vec<LaunchReport>,
 }
 
 pub trait EvaluationPolicy: Send + Sync {
     fn name(&self) -> &'static str;
+    /// Writes the query buffers of DPUs `dpus` (`batches` holds every DPU's), launches the
+    /// kernel on them and reads their results back.
     fn evaluate(
         &self,
         env: &BatchEnv,
         system: &mut System,
-        routed: &Routed,
-    ) -> Result<Evaluated, LaunchError>;
+        batches: &[DpuBatch],
+        dpus: Range<usize>,
+    ) -> Result<Part, LaunchError>;
+
+    /// The stage's metrics, from every DPU's launch report of the batch.
+    fn metrics(&self, reports: &[LaunchReport]) -> Metrics;
 
     /// Runs DPU `dpu`'s kernel of the batch just evaluated again, recording its tasklets'
     /// activity (at most `max_spans` spans), for a trace. The kernel only reads its query
@@ -85,21 +148,76 @@ pub trait EvaluationPolicy: Send + Sync {
         &self,
         env: &BatchEnv,
         system: &mut System,
-        routed: &Routed,
+        batches: &[DpuBatch],
         dpu: u32,
         max_spans: usize,
     ) -> Result<(LaunchReport, TaskletTimeline), LaunchError>;
 }
 
+/// Evaluates a whole batch with `policy`: every DPU in one launch.
+pub fn evaluate(
+    policy: &dyn EvaluationPolicy,
+    env: &BatchEnv,
+    system: &mut System,
+    batches: &[DpuBatch],
+) -> Result<Evaluated, LaunchError> {
+    let part = policy.evaluate(env, system, batches, 0..batches.len())?;
+    Ok(Evaluated::of(policy, system, part.results, &part.reports))
+}
+
+impl Evaluated {
+    /// The stage's result from every DPU's results and launch report, in DPU order.
+    pub fn of(
+        policy: &dyn EvaluationPolicy,
+        system: &System,
+        results: Vec<Vec<Answer>>,
+        reports: &[LaunchReport],
+    ) -> Evaluated {
+        assert_eq!(reports.len(), system.dpus().len(), "one report per DPU");
+        Evaluated {
+            results,
+            per_dpu: system
+                .dpus()
+                .iter()
+                .zip(reports)
+                .map(|(d, r)| d.duration(r))
+                .collect(),
+            events: reports.iter().map(|r| r.stats.events).sum(),
+            metrics: policy.metrics(reports),
+        }
+    }
+}
+
 pub trait PostprocessingPolicy: Send + Sync {
     fn name(&self) -> &'static str;
-    fn postprocess(
+    /// One answer per query of the batch (`queries` of them), from every DPU's partial
+    /// results.
+    fn merge(
         &self,
         env: &BatchEnv,
-        routed: &Routed,
-        evaluated: &Evaluated,
+        batches: &[DpuBatch],
+        results: &[Vec<Answer>],
         queries: usize,
-    ) -> Postprocessed;
+    ) -> Vec<Answer>;
+    /// The host work of merging a batch of `shape`, and each DPU's result buffer bytes.
+    fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost;
+}
+
+/// Merges a batch's results with `policy`, and prices it.
+pub fn postprocess(
+    policy: &dyn PostprocessingPolicy,
+    env: &BatchEnv,
+    routed: &Routed,
+    evaluated: &Evaluated,
+    queries: usize,
+) -> Postprocessed {
+    let cost = policy.cost(env, &Shape::of(queries as u64, &routed.batches));
+    Postprocessed {
+        answers: policy.merge(env, &routed.batches, &evaluated.results, queries),
+        pull_bytes: cost.bytes,
+        work: cost.work,
+        metrics: cost.metrics,
+    }
 }
 
 pub fn routing_policies() -> Vec<Box<dyn RoutingPolicy>> {
@@ -133,28 +251,32 @@ impl RoutingPolicy for HostBinarySearch {
         "host-binary-search"
     }
 
-    fn route(&self, env: &BatchEnv, queries: &[Query]) -> Routed {
-        let (batches, stats) = route_batch(env.table, queries, env.machine.dpus);
-        let push_bytes: Vec<u64> = batches
+    fn route(&self, env: &BatchEnv, queries: &[Query]) -> Vec<DpuBatch> {
+        route_batch(env.table, queries, env.machine.dpus).0
+    }
+
+    fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost {
+        let push_bytes: Vec<u64> = shape
+            .fragments
             .iter()
-            .map(|b| query_buffer_bytes(env.kind, b))
+            .map(|&n| query_buffer_bytes(env.kind, n))
             .collect();
         let bytes: u64 = push_bytes.iter().sum();
         let moved = moved_bytes(env.machine, TransferKind::Parallel, &push_bytes);
-        Routed {
-            batches,
+        let fragments = shape.total_fragments();
+        Cost {
             work: HostWork {
-                queries_routed: stats.queries,
+                queries_routed: shape.queries,
                 results_merged: 0,
                 bytes_packed: bytes,
                 ..HostWork::default()
             },
-            push_bytes,
+            bytes: push_bytes,
             metrics: vec![
-                ("fragments", stats.fragments as f64),
+                ("fragments", fragments as f64),
                 (
                     "fragments_per_query",
-                    stats.fragments as f64 / stats.queries.max(1) as f64,
+                    fragments as f64 / shape.queries.max(1) as f64,
                 ),
                 ("bytes_sent", bytes as f64),
                 ("bytes_moved_with_padding", moved as f64),
@@ -170,7 +292,7 @@ pub struct TaskletEvaluation {
 }
 
 impl TaskletEvaluation {
-    fn kernel(&self, env: &BatchEnv, routed: &Routed) -> ForestKernel {
+    fn kernel(&self, env: &BatchEnv, batches: &[DpuBatch]) -> ForestKernel {
         ForestKernel {
             kind: env.kind,
             split: self.split,
@@ -178,7 +300,7 @@ impl TaskletEvaluation {
                 .layouts
                 .iter()
                 .zip(env.trees)
-                .zip(&routed.batches)
+                .zip(batches)
                 .map(|((l, t), b)| l.args(t, env.kind, b.len() as u64))
                 .collect(),
         }
@@ -194,11 +316,11 @@ impl EvaluationPolicy for TaskletEvaluation {
         &self,
         env: &BatchEnv,
         system: &mut System,
-        routed: &Routed,
+        batches: &[DpuBatch],
         dpu: u32,
         max_spans: usize,
     ) -> Result<(LaunchReport, TaskletTimeline), LaunchError> {
-        let kernel = self.kernel(env, routed);
+        let kernel = self.kernel(env, batches);
         system.dpus_mut()[dpu as usize]
             .launch_recorded(&kernel, env.tasklets, max_spans)
             .map_err(|error| LaunchError { dpu, error })
@@ -208,46 +330,42 @@ impl EvaluationPolicy for TaskletEvaluation {
         &self,
         env: &BatchEnv,
         system: &mut System,
-        routed: &Routed,
-    ) -> Result<Evaluated, LaunchError> {
-        for ((dpu, layout), batch) in system
-            .dpus_mut()
+        batches: &[DpuBatch],
+        dpus: Range<usize>,
+    ) -> Result<Part, LaunchError> {
+        let layouts = &env.layouts[dpus.clone()];
+        let mine = &batches[dpus.clone()];
+        for ((dpu, layout), batch) in system.dpus_mut()[dpus.clone()]
             .iter_mut()
-            .zip(env.layouts)
-            .zip(&routed.batches)
+            .zip(layouts)
+            .zip(mine)
         {
             dpu.mram_mut()
                 .write(layout.query_base, &query_buffer(env.kind, batch));
         }
-        let report = system.launch(&self.kernel(env, routed), env.tasklets)?;
-        let results = system
-            .dpus()
+        let reports =
+            system.launch_range(&self.kernel(env, batches), env.tasklets, dpus.clone())?;
+        let results = system.dpus()[dpus]
             .iter()
-            .zip(env.layouts)
-            .zip(&routed.batches)
+            .zip(layouts)
+            .zip(mine)
             .map(|((d, l), b)| read_results(d.mram(), l, env.kind, b.len() as u64))
             .collect();
-        let per_dpu: Vec<Time> = system
-            .dpus()
-            .iter()
-            .zip(&report.per_dpu)
-            .map(|(d, r)| d.duration(r))
-            .collect();
-        let dma: u64 = report
-            .per_dpu
+        Ok(Part { results, reports })
+    }
+
+    fn metrics(&self, reports: &[LaunchReport]) -> Metrics {
+        let slowest = reports.iter().map(|r| r.cycles).max().unwrap_or(0);
+        let events: u64 = reports.iter().map(|r| r.stats.events).sum();
+        let dma: u64 = reports
             .iter()
             .map(|r| r.stats.dma_reads + r.stats.dma_writes)
             .sum();
-        Ok(Evaluated {
-            results,
-            per_dpu,
-            events: report.events,
-            metrics: vec![
-                ("slowest_dpu_cycles", report.slowest_cycles as f64),
-                ("events", report.events as f64),
-                ("dma_requests", dma as f64),
-            ],
-        })
+        vec![
+            ("slowest_dpu_cycles", slowest as f64),
+            ("events", events as f64),
+            ("dma_requests", dma as f64),
+        ]
     }
 }
 
@@ -261,29 +379,31 @@ impl PostprocessingPolicy for HostMerge {
         "host-merge"
     }
 
-    fn postprocess(
+    fn merge(
         &self,
         env: &BatchEnv,
-        routed: &Routed,
-        evaluated: &Evaluated,
+        batches: &[DpuBatch],
+        results: &[Vec<Answer>],
         queries: usize,
-    ) -> Postprocessed {
-        let pull_bytes: Vec<u64> = routed
-            .batches
+    ) -> Vec<Answer> {
+        merge(env.kind, batches, results, queries)
+    }
+
+    fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost {
+        let pull_bytes: Vec<u64> = shape
+            .fragments
             .iter()
-            .map(|b| result_buffer_bytes(env.kind, b))
+            .map(|&n| result_buffer_bytes(env.kind, n))
             .collect();
         let received: u64 = pull_bytes.iter().sum();
-        let fragments: u64 = routed.batches.iter().map(|b| b.len() as u64).sum();
-        Postprocessed {
-            answers: merge(env.kind, &routed.batches, &evaluated.results, queries),
-            pull_bytes,
+        Cost {
             work: HostWork {
                 queries_routed: 0,
-                results_merged: fragments,
+                results_merged: shape.total_fragments(),
                 bytes_packed: 0,
                 ..HostWork::default()
             },
+            bytes: pull_bytes,
             metrics: vec![("bytes_received", received as f64)],
         }
     }

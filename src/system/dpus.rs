@@ -46,8 +46,24 @@ impl System {
         kernel: &K,
         tasklets: u32,
     ) -> Result<BatchReport, LaunchError> {
-        let results: Vec<Result<LaunchReport, LaunchError>> = self
-            .dpus
+        let per_dpu = self.launch_range(kernel, tasklets, 0..self.dpus.len())?;
+        let cycles: Vec<u64> = per_dpu.iter().map(|r| r.cycles).collect();
+        Ok(BatchReport {
+            slowest_cycles: cycles.iter().copied().max().unwrap_or(0),
+            events: per_dpu.iter().map(|r| r.stats.events).sum(),
+            per_dpu,
+        })
+    }
+
+    /// Launches `kernel` on DPUs `dpus` only, in parallel; their reports in DPU order. On
+    /// failure, returns the error of the lowest-numbered failing DPU.
+    pub fn launch_range<K: Kernel>(
+        &mut self,
+        kernel: &K,
+        tasklets: u32,
+        dpus: std::ops::Range<usize>,
+    ) -> Result<Vec<LaunchReport>, LaunchError> {
+        let results: Vec<Result<LaunchReport, LaunchError>> = self.dpus[dpus]
             .par_iter_mut()
             .map(|d| {
                 d.launch(kernel, tasklets).map_err(|error| LaunchError {
@@ -56,12 +72,6 @@ impl System {
                 })
             })
             .collect();
-        let per_dpu = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let cycles: Vec<u64> = per_dpu.iter().map(|r| r.cycles).collect();
-        Ok(BatchReport {
-            slowest_cycles: cycles.iter().copied().max().unwrap_or(0),
-            events: per_dpu.iter().map(|r| r.stats.events).sum(),
-            per_dpu,
-        })
+        results.into_iter().collect()
     }
 }

@@ -96,43 +96,26 @@ impl QueryGenerator {
         self.batch_size
     }
 
-    /// Calls `f` on each query of batch `index`, in order, without storing the batch.
-    pub fn for_each(&self, index: u64, mut f: impl FnMut(Query)) {
+    /// Batch `index` as a stream of queries, drawn in order on demand.
+    pub fn stream(&self, index: u64) -> BatchStream<'_> {
         let mut rng = stream(self.seed, Purpose::Batch, index);
         let sliced = self
             .slice_ranks
             .as_ref()
             .map(|p| self.slices_of(p, index, &mut rng));
-        let dist = match (&sliced, &self.deviated, index) {
-            (Some(d), _, _) => d,
-            (None, Some(d), i) if i > 0 => d,
-            _ => &self.reference,
-        };
-        for _ in 0..self.batch_size {
-            let lo = dist.sample(&mut rng);
-            let q = match self.kind {
-                QueryKind::Get | QueryKind::Predecessor => Query {
-                    lo,
-                    hi: lo,
-                    value: 0,
-                },
-                QueryKind::RangeMax => Query {
-                    lo,
-                    hi: lo.saturating_add(self.range_width - 1),
-                    value: 0,
-                },
-                QueryKind::RangeCountIf => {
-                    let value = match self.value_domain {
-                        Some(d) => rng.random_range(0..d),
-                        None => rng.next_u64(),
-                    };
-                    Query {
-                        lo,
-                        hi: lo.saturating_add(self.range_width - 1),
-                        value,
-                    }
-                }
-            };
+        BatchStream {
+            generator: self,
+            index,
+            sliced,
+            rng,
+            drawn: 0,
+        }
+    }
+
+    /// Calls `f` on each query of batch `index`, in order, without storing the batch.
+    pub fn for_each(&self, index: u64, mut f: impl FnMut(Query)) {
+        let mut s = self.stream(index);
+        while let Some(q) = s.next_query() {
             f(q);
         }
     }
@@ -142,5 +125,76 @@ impl QueryGenerator {
         let mut out = Vec::with_capacity(self.batch_size as usize);
         self.for_each(index, |q| out.push(q));
         out
+    }
+}
+
+/// The queries of one batch, drawn one after another from the batch's stream. A clone
+/// continues from the same point, so a caller may keep clones as checkpoints and draw
+/// slabs of the batch again, in any order, without drawing what comes before them.
+#[derive(Clone)]
+pub struct BatchStream<'a> {
+    generator: &'a QueryGenerator,
+    index: u64,
+    /// Zipf-slices: this batch's own distribution.
+    sliced: Option<KeyDistribution>,
+    rng: rand_chacha::ChaCha8Rng,
+    drawn: u64,
+}
+
+impl BatchStream<'_> {
+    /// Queries drawn so far.
+    pub fn drawn(&self) -> u64 {
+        self.drawn
+    }
+
+    /// The next query, `None` once the batch's `batch_size` queries are drawn.
+    pub fn next_query(&mut self) -> Option<Query> {
+        let g = self.generator;
+        if self.drawn == g.batch_size {
+            return None;
+        }
+        self.drawn += 1;
+        let dist = match (&self.sliced, &g.deviated, self.index) {
+            (Some(d), _, _) => d,
+            (None, Some(d), i) if i > 0 => d,
+            _ => &g.reference,
+        };
+        let lo = dist.sample(&mut self.rng);
+        let rng = &mut self.rng;
+        Some(match g.kind {
+            QueryKind::Get | QueryKind::Predecessor => Query {
+                lo,
+                hi: lo,
+                value: 0,
+            },
+            QueryKind::RangeMax => Query {
+                lo,
+                hi: lo.saturating_add(g.range_width - 1),
+                value: 0,
+            },
+            QueryKind::RangeCountIf => {
+                let value = match g.value_domain {
+                    Some(d) => rng.random_range(0..d),
+                    None => rng.next_u64(),
+                };
+                Query {
+                    lo,
+                    hi: lo.saturating_add(g.range_width - 1),
+                    value,
+                }
+            }
+        })
+    }
+
+    /// Appends up to `n` next queries to `out`; returns how many.
+    pub fn fill(&mut self, out: &mut Vec<Query>, n: usize) -> usize {
+        let before = out.len();
+        while out.len() - before < n {
+            match self.next_query() {
+                Some(q) => out.push(q),
+                None => break,
+            }
+        }
+        out.len() - before
     }
 }

@@ -27,8 +27,8 @@ use crate::machine::Machine;
 use crate::partition::prepared::{Prepared, imbalance_factor};
 use crate::partition::{Partitioner, Partitioning, RoutingTable};
 use crate::policies::{
-    BatchEnv, EvaluationPolicy, Metrics, PostprocessingPolicy, RoutingPolicy, evaluation_policies,
-    postprocessing_policies, routing_policies,
+    self, BatchEnv, EvaluationPolicy, Metrics, PostprocessingPolicy, RoutingPolicy,
+    evaluation_policies, postprocessing_policies, routing_policies,
 };
 use crate::system::System;
 use crate::system::program::{Class, Direction, Program, Stage, Step, TransferKind};
@@ -305,17 +305,17 @@ impl Index for BForest {
             trees: &self.trees,
         };
         let queries = &self.batches[batch as usize][..n];
-        let routed = self.policies.routing.route(&env, queries);
+        let routed = policies::route(&*self.policies.routing, &env, queries);
         let started = std::time::Instant::now();
-        let evaluated = self
-            .policies
-            .evaluation
-            .evaluate(&env, &mut self.system, &routed)?;
+        let evaluated = policies::evaluate(
+            &*self.policies.evaluation,
+            &env,
+            &mut self.system,
+            &routed.batches,
+        )?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
-        let post = self
-            .policies
-            .postprocessing
-            .postprocess(&env, &routed, &evaluated, n);
+        let post =
+            policies::postprocess(&*self.policies.postprocessing, &env, &routed, &evaluated, n);
         super::verify(
             self.kind,
             batch,
@@ -326,7 +326,7 @@ impl Index for BForest {
             &*self.policies.evaluation,
             &env,
             &mut self.system,
-            &routed,
+            &routed.batches,
             &evaluated.per_dpu,
             record,
         )?;
@@ -470,7 +470,7 @@ fn record_dpus(
     evaluation: &dyn EvaluationPolicy,
     env: &BatchEnv,
     system: &mut System,
-    routed: &crate::policies::Routed,
+    batches: &[DpuBatch],
     per_dpu: &[Time],
     record: &Record,
 ) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
@@ -479,7 +479,7 @@ fn record_dpus(
     };
     let mut out = Vec::with_capacity(dpus.len());
     for d in dpus {
-        let (report, timeline) = evaluation.record(env, system, routed, d, max_spans)?;
+        let (report, timeline) = evaluation.record(env, system, batches, d, max_spans)?;
         let again = system.dpus()[d as usize].duration(&report);
         if again != per_dpu[d as usize] {
             return Err(IndexError::Verification(format!(
