@@ -2,6 +2,7 @@
 //! threads that do the work and the thread that shows progress. It only ever reaches
 //! progress lines on stderr, never a result.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Work done of a total; a total of 0 means the phase is not measured.
@@ -35,14 +36,15 @@ impl Meter {
     }
 }
 
-/// What a long build reports: the phase it is in, and how far that phase has come.
+/// What a long build reports: the phase it is in, and how far that phase has come. An
+/// index may keep the meter to report how far a long batch has come.
 pub struct Phases<'a> {
     phase: &'a mut dyn FnMut(&str),
-    pub meter: &'a Meter,
+    pub meter: Arc<Meter>,
 }
 
 impl<'a> Phases<'a> {
-    pub fn new(phase: &'a mut dyn FnMut(&str), meter: &'a Meter) -> Phases<'a> {
+    pub fn new(phase: &'a mut dyn FnMut(&str), meter: Arc<Meter>) -> Phases<'a> {
         Phases { phase, meter }
     }
 
@@ -55,9 +57,8 @@ impl<'a> Phases<'a> {
 
 /// Runs `f` with phases that go nowhere (for callers that show no progress).
 pub fn quietly<R>(f: impl FnOnce(&mut Phases<'_>) -> R) -> R {
-    let meter = Meter::default();
     let mut ignore = |_: &str| {};
-    f(&mut Phases::new(&mut ignore, &meter))
+    f(&mut Phases::new(&mut ignore, Arc::default()))
 }
 
 #[cfg(test)]
@@ -66,7 +67,7 @@ mod tests {
 
     #[test]
     fn a_phase_is_measured_from_its_start_and_capped_at_its_total() {
-        let m = Meter::default();
+        let m: Arc<Meter> = Arc::default();
         assert_eq!(m.progress(), None);
         m.start(10);
         m.add(4);
@@ -76,7 +77,7 @@ mod tests {
         let mut seen = Vec::new();
         {
             let mut record = |p: &str| seen.push(p.to_owned());
-            let mut phases = Phases::new(&mut record, &m);
+            let mut phases = Phases::new(&mut record, Arc::clone(&m));
             phases.phase("next");
             assert_eq!(phases.meter.progress(), None);
         }

@@ -18,7 +18,7 @@ const TERMINAL_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 struct State {
     status: String,
-    /// When the current phase started (none while batches run), for the meter's estimate.
+    /// When the current phase (or batch) started, for the meter's estimate.
     phase_from: Option<Instant>,
     /// When the first batch started, for the estimate.
     batches_from: Option<Instant>,
@@ -155,15 +155,22 @@ fn clock(d: Duration) -> String {
     }
 }
 
-/// How far a measured phase has come, and the time it has left: ", 37 %, about 0:42 left".
+/// How far a measured phase has come, and the time it has left: ", 37 %, about 0:42 left"
+/// (in a batch: "; this batch 37 %, about 0:42 left").
 fn measured(state: &State, meter: &Meter) -> String {
     let (Some(from), Some((done, total))) = (state.phase_from, meter.progress()) else {
         return String::new();
     };
     let percent = done * 100 / total;
+    // While batches run, the meter measures the current batch.
+    let what = if state.batches_from.is_some() {
+        "; this batch "
+    } else {
+        ", "
+    };
     match estimate_left(from.elapsed(), done, total) {
-        Some(d) => format!(", {percent} %, about {} left", clock(d)),
-        None => format!(", {percent} %"),
+        Some(d) => format!("{what}{percent} %, about {} left", clock(d)),
+        None => format!("{what}{percent} %"),
     }
 }
 
@@ -174,6 +181,7 @@ fn estimate_left(spent: Duration, done: u64, total: u64) -> Option<Duration> {
 
 impl Progress for StderrProgress {
     fn batch(&mut self, done: u64, total: u64) {
+        self.meter.reset();
         let terminal = self.terminal;
         self.set(|s| {
             if let Some(note) = s.note.take() {
@@ -185,7 +193,8 @@ impl Progress for StderrProgress {
                 };
                 eprintln!("{clear}{note}");
             }
-            s.phase_from = None;
+            // An index may measure a long batch on the meter.
+            s.phase_from = Some(Instant::now());
             let from = *s.batches_from.get_or_insert_with(Instant::now);
             s.status = match estimate_left(from.elapsed(), done, total) {
                 Some(d) => format!("batch {}/{total}, about {} left", done + 1, clock(d)),

@@ -123,6 +123,17 @@ impl Mram {
         }
     }
 
+    /// Gives back the host memory of every page that lies wholly at or above `addr` (those
+    /// bytes read as zero again); the page holding `addr` itself keeps its bytes. For host
+    /// code that is done with a region, such as a streamed batch's buffers.
+    pub fn discard_from(&mut self, addr: u64) {
+        let first = (addr as usize).div_ceil(PAGE_BYTES);
+        if first < self.pages.len() {
+            self.pages.truncate(first);
+            self.pages.shrink_to_fit();
+        }
+    }
+
     /// Convenience for host code: writes 64-bit little-endian words at `addr`.
     pub fn write_u64s(&mut self, addr: u64, words: &[u64]) {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -161,5 +172,21 @@ mod tests {
         let e = m.try_write((64 << 20) - 4, &[0; 8]).unwrap_err();
         assert_eq!(e.mram_size_bytes, 64 << 20);
         assert!(m.try_read(0, &mut [0; 8]).is_ok());
+    }
+
+    #[test]
+    fn discarding_frees_whole_pages_above_the_address_and_keeps_the_rest() {
+        let mut m = Mram::new(1 << 20);
+        m.write(0, &[7u8; 3 * PAGE_BYTES]);
+        let addr = PAGE_BYTES as u64 + 10;
+        m.discard_from(addr);
+        assert_eq!(m.resident_bytes(), 2 * PAGE_BYTES as u64);
+        let mut out = [0u8; 4];
+        m.read(addr, &mut out);
+        assert_eq!(out, [7; 4], "the page holding the address keeps its bytes");
+        m.read(2 * PAGE_BYTES as u64, &mut out);
+        assert_eq!(out, [0; 4], "a discarded page reads as zero");
+        m.discard_from(0);
+        assert_eq!(m.resident_bytes(), 0);
     }
 }

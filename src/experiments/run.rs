@@ -255,9 +255,12 @@ pub fn run_traced(
 ) -> Result<(RunReport, Option<Trace>), Error> {
     let wall = std::time::Instant::now();
     check_fixed_costs(machine, workload)?;
+    if workload.index == index::bforest::NAME {
+        index::bforest::check_streaming(workload, trace.is_some())?;
+    }
     let meter = progress.meter();
     let mut on_phase = |p: &str| progress.phase(p);
-    let mut phases = crate::meter::Phases::new(&mut on_phase, &meter);
+    let mut phases = crate::meter::Phases::new(&mut on_phase, meter);
     let mut index = index::build(machine, workload, partitioner, &mut phases)?;
     let config = EffectiveConfig::of(machine, workload, partitioner.name());
     drive(

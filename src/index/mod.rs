@@ -14,6 +14,7 @@ use crate::engine::Time;
 use crate::host::HostWork;
 use crate::machine::Machine;
 use crate::system::program::{Program, Step};
+use crate::workload::spec::Streaming;
 use crate::workload::{QueryKind, Workload};
 use serde::Serialize;
 
@@ -202,6 +203,17 @@ pub fn build(
     partitioner: &dyn crate::partition::Partitioner,
     progress: &mut crate::meter::Phases<'_>,
 ) -> Result<Box<dyn Index>, IndexError> {
+    if workload.streaming == Streaming::Always && workload.index != bforest::NAME {
+        let reason = format!(
+            "only {} streams its batches; `{}` holds them (use \"auto\" or \"never\")",
+            bforest::NAME,
+            workload.index
+        );
+        return Err(workload
+            .attribution
+            .error_at("batches.streaming", reason)
+            .into());
+    }
     match workload.index.as_str() {
         bforest::NAME => Ok(Box::new(bforest::BForest::new(
             machine,

@@ -112,6 +112,15 @@ impl QueryGenerator {
         }
     }
 
+    /// Batch `index`'s stream, resumed from a checkpoint another of its streams took.
+    pub fn resume(&self, index: u64, at: &Checkpoint) -> BatchStream<'_> {
+        assert_eq!(at.index, index, "a checkpoint resumes its own batch");
+        let mut s = self.stream(index);
+        s.rng = at.rng.clone();
+        s.drawn = at.drawn;
+        s
+    }
+
     /// Calls `f` on each query of batch `index`, in order, without storing the batch.
     pub fn for_each(&self, index: u64, mut f: impl FnMut(Query)) {
         let mut s = self.stream(index);
@@ -141,7 +150,24 @@ pub struct BatchStream<'a> {
     drawn: u64,
 }
 
+/// Where a [`BatchStream`] stood: resume it with [`QueryGenerator::resume`].
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    index: u64,
+    rng: rand_chacha::ChaCha8Rng,
+    drawn: u64,
+}
+
 impl BatchStream<'_> {
+    /// Where the stream stands now.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            index: self.index,
+            rng: self.rng.clone(),
+            drawn: self.drawn,
+        }
+    }
+
     /// Queries drawn so far.
     pub fn drawn(&self) -> u64 {
         self.drawn

@@ -6,7 +6,9 @@ use std::path::Path;
 
 /// Upper bounds that keep every loop and allocation bounded.
 pub const MAX_PAIRS: u64 = 1 << 36;
-pub const MAX_BATCH_SIZE: u64 = 1 << 30;
+pub const MAX_BATCH_SIZE: u64 = 1_100_000_000;
+// A fragment's origin (its query's index in the batch) is a u32.
+const _: () = assert!(MAX_BATCH_SIZE <= u32::MAX as u64);
 pub const MAX_BATCHES: u64 = 100_000;
 /// Most pairs all range queries of a run may cover, summed: about 25 minutes at the
 /// measured 15 ns per covered pair (DPU kernel plus reference), and 30 times the paper's
@@ -201,7 +203,40 @@ pub struct RawQueries {
 pub struct RawBatches {
     pub warmup: u64,
     pub measured: u64,
+    #[serde(default)]
+    pub streaming: Streaming,
+    /// Streamed batches: fragments a group of DPUs holds at once (host memory is about 53
+    /// bytes per fragment of this; see `index::bforest::stream`).
+    #[serde(default = "default_stream_fragments")]
+    pub stream_fragments: u64,
 }
+
+fn default_stream_fragments() -> u64 {
+    80 << 20
+}
+
+/// Upper bound on `batches.stream_fragments` (about 230 GB of host memory).
+pub const MAX_STREAM_FRAGMENTS: u64 = 1 << 32;
+
+/// Whether B+-Forest holds a run's batches in memory or streams them (see
+/// [`Workload::streams`]).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Streaming {
+    /// Stream when the run's queries (all batches) exceed [`STREAM_ABOVE_QUERIES`].
+    #[default]
+    Auto,
+    /// Always stream: each batch is drawn again for each group of DPUs.
+    Always,
+    /// Never stream: every batch is generated and held up front.
+    Never,
+}
+
+/// Under `batches.streaming = "auto"`, a run whose batches hold more queries than this in
+/// all streams them. Held, 64 Mi queries take about 5.5 GiB of host memory.
+pub const STREAM_ABOVE_QUERIES: u64 = 64 << 20;
 
 fn default_chunk_pairs() -> u64 {
     300
@@ -274,6 +309,8 @@ pub struct Workload {
     pub range_pairs: u64,
     pub warmup_batches: u64,
     pub measured_batches: u64,
+    pub streaming: Streaming,
+    pub stream_fragments: u64,
     pub partitioner: String,
     pub alpha: u64,
     pub data_cap: f64,
@@ -429,6 +466,15 @@ impl Workload {
                 "must be at least 1: the first warm-up batch is the reference workload".into(),
             );
         }
+        if b.stream_fragments == 0 || b.stream_fragments > MAX_STREAM_FRAGMENTS {
+            return err(
+                "batches.stream_fragments",
+                format!(
+                    "{} is not between 1 and {MAX_STREAM_FRAGMENTS}",
+                    b.stream_fragments
+                ),
+            );
+        }
         if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
             return err(
                 "batches.measured",
@@ -539,6 +585,8 @@ impl Workload {
             range_pairs: q.range_pairs,
             warmup_batches: b.warmup,
             measured_batches: b.measured,
+            streaming: b.streaming,
+            stream_fragments: b.stream_fragments,
             partitioner: p.partitioner.clone(),
             alpha: p.alpha,
             data_cap: p.data_cap,
@@ -560,6 +608,15 @@ impl Workload {
     /// Total batches (warm-up + measured). Batch 0 is the reference batch.
     pub fn total_batches(&self) -> u64 {
         self.warmup_batches + self.measured_batches
+    }
+
+    /// Whether B+-Forest streams this run's batches instead of holding them.
+    pub fn streams(&self) -> bool {
+        match self.streaming {
+            Streaming::Always => true,
+            Streaming::Never => false,
+            Streaming::Auto => self.total_batches() * self.batch_size > STREAM_ABOVE_QUERIES,
+        }
     }
 
     /// Indices of the measured batches.

@@ -9,6 +9,12 @@
 //! | `dpu_kernel` | pim | launch, the kernel on every DPU |
 //! | `dpu_to_cpu` | communication | ownership switch, parallel pull of the result buffers |
 //! | `postprocessing` | cpu | merge on all host threads |
+//!
+//! A run's batches are generated and held up front, with their reference answers filled in
+//! while the trees are built; or, when they are too many queries to hold (see
+//! [`Workload::streams`]), each batch is streamed ([`stream`]).
+
+pub mod stream;
 
 use super::{
     BatchWork, Index, IndexError, MramNeed, Record, busiest, check_tasklets, host_step,
@@ -126,6 +132,19 @@ struct Tally {
     metric_sums: [BTreeMap<&'static str, f64>; 3],
 }
 
+/// A run's batches: held with their reference answers, or counted for streaming.
+enum Batches {
+    Held {
+        queries: Vec<Vec<Query>>,
+        reference: Reference,
+    },
+    Streamed {
+        counted: Vec<stream::Counted>,
+        /// Each DPU's cold and hot chunks, for the reference.
+        chunks: (Vec<Vec<usize>>, Vec<Vec<usize>>),
+    },
+}
+
 /// B+-Forest placed on a machine, with its reference answers.
 pub struct BForest {
     machine: Machine,
@@ -136,8 +155,7 @@ pub struct BForest {
     prepared: Prepared,
     partitioning: Partitioning,
     table: RoutingTable,
-    batches: Vec<Vec<Query>>,
-    reference: Reference,
+    batches: Batches,
     system: System,
     layouts: Vec<DpuLayout>,
     trees: Vec<DpuTrees>,
@@ -145,6 +163,9 @@ pub struct BForest {
     tally: Tally,
     count_both_ends: bool,
     batch_size: u64,
+    stream_fragments: u64,
+    /// How far a streamed batch has come (its fragments evaluated), for progress lines.
+    meter: std::sync::Arc<crate::meter::Meter>,
 }
 
 impl BForest {
@@ -175,6 +196,7 @@ impl BForest {
         progress: &mut crate::meter::Phases<'_>,
     ) -> Result<BForest, IndexError> {
         check_tasklets(machine, workload)?;
+        check_streaming(workload, false)?;
         if workload.granularity == crate::workload::spec::Granularity::Pair {
             let reason = "B+-Forest's trees are built from chunks; `pair` granularity is for `pimdes partition` with data-balanced or query-balanced";
             return Err(workload
@@ -186,33 +208,58 @@ impl BForest {
         let prepared = Prepared::new(machine, workload)?;
         let partitioning = prepared.partition(partitioner, workload)?;
         let table = RoutingTable::new(&partitioning, &prepared.data);
-        progress.phase("generating batches");
-        let mut batches: Vec<Vec<Query>> = (0..workload.total_batches())
-            .map(|b| prepared.queries.batch(b))
-            .collect();
-        let mram = check_mram(
-            machine,
-            workload,
-            &partitioning,
-            &prepared,
-            &table,
-            &batches,
-        )?;
+        let streams = workload.streams();
+        progress.phase(if streams {
+            "counting batches"
+        } else {
+            "generating batches"
+        });
+        let (mut held, counted, records) = if streams {
+            let counted = count_batches(machine, workload, &policies, &prepared, &table);
+            let records = (0..machine.dpus as usize)
+                .map(|d| {
+                    counted
+                        .iter()
+                        .map(|c| c.shape.fragments[d])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            (Vec::new(), counted, records)
+        } else {
+            let queries: Vec<Vec<Query>> = (0..workload.total_batches())
+                .map(|b| prepared.queries.batch(b))
+                .collect();
+            let records = most_records(&table, &queries, machine.dpus);
+            (queries, Vec::new(), records)
+        };
+        let mram = check_mram(machine, workload, &partitioning, &prepared, &records)?;
         progress.phase("building trees");
         progress.meter.start(prepared.data.chunks() as u64);
         let mut system = System::new(machine);
         let (reference, layouts, trees) = build(
             &mut system,
-            (workload.kind, progress.meter),
+            (workload.kind, &progress.meter),
             &prepared,
             &partitioning,
-            &batches,
+            &held,
         );
         if !workload.kind.is_range() {
-            for (b, batch) in batches.iter_mut().enumerate() {
+            for (b, batch) in held.iter_mut().enumerate() {
                 reference.resolved_gets(b, batch);
             }
         }
+        let batches = if streams {
+            Batches::Streamed {
+                counted,
+                chunks: chunks_per_dpu(&partitioning),
+            }
+        } else {
+            Batches::Held {
+                queries: held,
+                reference,
+            }
+        };
         Ok(BForest {
             machine: machine.clone(),
             kind: workload.kind,
@@ -223,7 +270,6 @@ impl BForest {
             partitioning,
             table,
             batches,
-            reference,
             system,
             layouts,
             trees,
@@ -231,7 +277,174 @@ impl BForest {
             tally: Tally::default(),
             count_both_ends: workload.count_both_ends,
             batch_size: workload.batch_size,
+            stream_fragments: workload.stream_fragments,
+            meter: std::sync::Arc::clone(&progress.meter),
         })
+    }
+
+    /// A held batch: routed whole, evaluated on every DPU at once, merged and checked
+    /// against the reference's answers.
+    fn run_held(
+        &mut self,
+        batch: u64,
+        queries: u64,
+        measured: bool,
+        record: &Record,
+    ) -> Result<BatchWork, IndexError> {
+        let Batches::Held {
+            queries: held,
+            reference,
+        } = &self.batches
+        else {
+            unreachable!("a held batch")
+        };
+        let n = (queries as usize).min(held[batch as usize].len());
+        let env = BatchEnv {
+            kind: self.kind,
+            machine: &self.machine,
+            tasklets: self.tasklets,
+            table: &self.table,
+            layouts: &self.layouts,
+            trees: &self.trees,
+        };
+        let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
+        let started = std::time::Instant::now();
+        let evaluated = policies::evaluate(
+            &*self.policies.evaluation,
+            &env,
+            &mut self.system,
+            &routed.batches,
+        )?;
+        let kernel_wall_s = started.elapsed().as_secs_f64();
+        let post =
+            policies::postprocess(&*self.policies.postprocessing, &env, &routed, &evaluated, n);
+        super::verify(
+            self.kind,
+            batch,
+            &post.answers,
+            &reference.answers(batch as usize),
+        )?;
+        let timelines = record_dpus(
+            &*self.policies.evaluation,
+            &env,
+            &mut self.system,
+            &routed.batches,
+            &evaluated.per_dpu,
+            record,
+        )?;
+        let program = self.program(
+            [routed.work, post.work],
+            [routed.push_bytes, post.pull_bytes],
+            &evaluated.per_dpu,
+        );
+        if measured {
+            let served: Vec<u64> = routed.batches.iter().map(distinct_queries).collect();
+            self.tally(
+                &served,
+                [&routed.metrics, &evaluated.metrics, &post.metrics],
+            );
+        }
+        Ok(BatchWork {
+            program,
+            dpu_kernel: evaluated.per_dpu,
+            events: evaluated.events,
+            kernel_wall_s,
+            answers_verified: n as u64,
+            timelines,
+        })
+    }
+
+    /// A streamed batch (see [`stream`]): priced from its counted shape, evaluated a group
+    /// of DPUs at a time, each DPU's partial answers checked.
+    fn run_streamed(
+        &mut self,
+        batch: u64,
+        queries: u64,
+        measured: bool,
+        record: &Record,
+    ) -> Result<BatchWork, IndexError> {
+        let Batches::Streamed { counted, chunks } = &self.batches else {
+            unreachable!("a streamed batch")
+        };
+        let counted = &counted[batch as usize];
+        assert_eq!(queries, counted.shape.queries, "streamed batches are whole");
+        assert_eq!(*record, Record::Nothing, "streamed batches are not traced");
+        let env = BatchEnv {
+            kind: self.kind,
+            machine: &self.machine,
+            tasklets: self.tasklets,
+            table: &self.table,
+            layouts: &self.layouts,
+            trees: &self.trees,
+        };
+        let window = stream::Window {
+            env: &env,
+            evaluation: &*self.policies.evaluation,
+            data: &self.prepared.data,
+            chunks,
+            batch,
+        };
+        let started = std::time::Instant::now();
+        let dpus = 0..self.machine.dpus as usize;
+        let mut reports = Vec::with_capacity(dpus.len());
+        let fragments = &counted.shape.fragments;
+        self.meter.start(counted.shape.total_fragments().max(1));
+        let budget = stream::Budget::new(self.stream_fragments);
+        for group in stream::runs(fragments, dpus, budget.group_fragments) {
+            let routing = &*self.policies.routing;
+            let queries = &self.prepared.queries;
+            let mut batches =
+                stream::route_group(queries, batch, counted, routing, &env, group.clone());
+            for w in stream::runs(fragments, group, budget.window_fragments) {
+                let done: u64 = fragments[w.clone()].iter().sum();
+                reports.extend(window.evaluate(&mut self.system, &mut batches, w)?);
+                self.meter.add(done);
+            }
+        }
+        let kernel_wall_s = started.elapsed().as_secs_f64();
+        let evaluation = &*self.policies.evaluation;
+        let evaluated = policies::Evaluated::of(evaluation, &self.system, Vec::new(), &reports);
+        let route = self.policies.routing.cost(&env, &counted.shape);
+        let post = self.policies.postprocessing.cost(&env, &counted.shape);
+        let program = self.program(
+            [route.work, post.work],
+            [route.bytes, post.bytes],
+            &evaluated.per_dpu,
+        );
+        if measured {
+            let served = counted.served.clone();
+            self.tally(&served, [&route.metrics, &evaluated.metrics, &post.metrics]);
+        }
+        Ok(BatchWork {
+            program,
+            dpu_kernel: evaluated.per_dpu,
+            events: evaluated.events,
+            kernel_wall_s,
+            answers_verified: queries,
+            timelines: Vec::new(),
+        })
+    }
+
+    /// A batch's program: route and pack, push, launch, pull, merge.
+    fn program(
+        &self,
+        [route, merge]: [HostWork; 2],
+        [push_bytes, pull_bytes]: [Vec<u64>; 2],
+        per_dpu: &[Time],
+    ) -> Program {
+        Program {
+            stages: STAGES.to_vec(),
+            steps: vec![
+                host_step(&self.machine, 0, "route and pack", route),
+                Self::transfer(1, Direction::CpuDpu, push_bytes),
+                Step::Launch {
+                    stage: 2,
+                    dpu_time: per_dpu.to_vec(),
+                },
+                Self::transfer(3, Direction::DpuCpu, pull_bytes),
+                host_step(&self.machine, 4, "merge", merge),
+            ],
+        }
     }
 
     fn transfer(stage: usize, direction: Direction, sizes_bytes: Vec<u64>) -> Step {
@@ -257,10 +470,10 @@ impl BForest {
         }
     }
 
-    fn tally(&mut self, batches: &[DpuBatch], metrics: [&Metrics; 3]) {
-        let served: Vec<u64> = batches.iter().map(distinct_queries).collect();
+    /// Adds a measured batch: the queries each DPU served, and each stage's metrics.
+    fn tally(&mut self, served: &[u64], metrics: [&Metrics; 3]) {
+        self.tally.if_q_sum += imbalance_factor(served);
         self.tally.batches += 1;
-        self.tally.if_q_sum += imbalance_factor(&served);
         for (acc, m) in self.tally.metric_sums.iter_mut().zip(metrics) {
             for &(k, v) in m {
                 *acc.entry(k).or_insert(0.0) += v;
@@ -295,68 +508,10 @@ impl Index for BForest {
         measured: bool,
         record: &Record,
     ) -> Result<BatchWork, IndexError> {
-        let n = (queries as usize).min(self.batches[batch as usize].len());
-        let env = BatchEnv {
-            kind: self.kind,
-            machine: &self.machine,
-            tasklets: self.tasklets,
-            table: &self.table,
-            layouts: &self.layouts,
-            trees: &self.trees,
-        };
-        let queries = &self.batches[batch as usize][..n];
-        let routed = policies::route(&*self.policies.routing, &env, queries);
-        let started = std::time::Instant::now();
-        let evaluated = policies::evaluate(
-            &*self.policies.evaluation,
-            &env,
-            &mut self.system,
-            &routed.batches,
-        )?;
-        let kernel_wall_s = started.elapsed().as_secs_f64();
-        let post =
-            policies::postprocess(&*self.policies.postprocessing, &env, &routed, &evaluated, n);
-        super::verify(
-            self.kind,
-            batch,
-            &post.answers,
-            &self.reference.answers(batch as usize),
-        )?;
-        let timelines = record_dpus(
-            &*self.policies.evaluation,
-            &env,
-            &mut self.system,
-            &routed.batches,
-            &evaluated.per_dpu,
-            record,
-        )?;
-        let program = Program {
-            stages: STAGES.to_vec(),
-            steps: vec![
-                host_step(&self.machine, 0, "route and pack", routed.work),
-                Self::transfer(1, Direction::CpuDpu, routed.push_bytes.clone()),
-                Step::Launch {
-                    stage: 2,
-                    dpu_time: evaluated.per_dpu.clone(),
-                },
-                Self::transfer(3, Direction::DpuCpu, post.pull_bytes.clone()),
-                host_step(&self.machine, 4, "merge", post.work),
-            ],
-        };
-        if measured {
-            self.tally(
-                &routed.batches,
-                [&routed.metrics, &evaluated.metrics, &post.metrics],
-            );
+        match self.batches {
+            Batches::Held { .. } => self.run_held(batch, queries, measured, record),
+            Batches::Streamed { .. } => self.run_streamed(batch, queries, measured, record),
         }
-        Ok(BatchWork {
-            program,
-            dpu_kernel: evaluated.per_dpu,
-            events: evaluated.events,
-            kernel_wall_s,
-            answers_verified: n as u64,
-            timelines,
-        })
     }
 
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
@@ -368,6 +523,7 @@ impl Index for BForest {
         let s = &self.tally.metric_sums;
         let fields = ForestFields {
             partitioner: self.partitioner.clone(),
+            streamed: matches!(self.batches, Batches::Streamed { .. }),
             imbalance: self.imbalance(),
             policies: PoliciesReport {
                 routing: policy(self.policies.routing.name(), &s[0]),
@@ -403,6 +559,8 @@ pub fn report_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 struct ForestFields {
     partitioner: String,
+    /// Whether the batches were streamed (see `batches.streaming`) rather than held.
+    streamed: bool,
     imbalance: RunImbalance,
     policies: PoliciesReport,
 }
@@ -620,19 +778,33 @@ fn hot_pair_moves(
     (out, into)
 }
 
-/// Checks, before anything is simulated, that every DPU's trees and its largest query and
-/// result buffers fit in MRAM. The error names the DPU and the bytes.
-fn check_mram(
-    machine: &Machine,
-    workload: &Workload,
-    partitioning: &Partitioning,
-    prepared: &Prepared,
-    table: &RoutingTable,
-    batches: &[Vec<Query>],
-) -> Result<MramNeed, InputError> {
-    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
-    let mut records = vec![0u64; machine.dpus as usize];
-    let mut count = vec![0u64; machine.dpus as usize];
+/// A streamed run (see [`Workload::streams`]) takes whole batches, one after another, and
+/// records no tasklet timelines: refuses open arrivals and a trace (`traced`).
+pub fn check_streaming(workload: &Workload, traced: bool) -> Result<(), InputError> {
+    if !workload.streams() {
+        return Ok(());
+    }
+    let why = if workload.arrival == crate::workload::spec::ArrivalMode::Open {
+        "open arrivals (run.arrival) take part of a batch, which a streamed batch cannot"
+    } else if traced {
+        "a streamed batch records no tasklet timelines, so it cannot be traced (--trace)"
+    } else {
+        return Ok(());
+    };
+    Err(workload.attribution.error_at(
+        "batches.streaming",
+        format!(
+            "this run streams its batches ({} queries in all; streamed above {} unless batches.streaming = \"never\"), and {why}; hold them with batches.streaming = \"never\" or run fewer queries",
+            workload.total_batches() * workload.batch_size,
+            crate::workload::spec::STREAM_ABOVE_QUERIES
+        ),
+    ))
+}
+
+/// The most records each DPU receives in any of `batches`.
+fn most_records(table: &RoutingTable, batches: &[Vec<Query>], dpus: u32) -> Vec<u64> {
+    let mut records = vec![0u64; dpus as usize];
+    let mut count = vec![0u64; dpus as usize];
     for batch in batches {
         count.fill(0);
         for q in batch {
@@ -642,9 +814,47 @@ fn check_mram(
             *r = (*r).max(c);
         }
     }
+    records
+}
+
+/// Counts every batch of the run for streaming (see [`stream::count`]). Routing looks only
+/// at the routing table: the trees are not built yet.
+fn count_batches(
+    machine: &Machine,
+    workload: &Workload,
+    policies: &Policies,
+    prepared: &Prepared,
+    table: &RoutingTable,
+) -> Vec<stream::Counted> {
+    let env = BatchEnv {
+        kind: workload.kind,
+        machine,
+        tasklets: workload.tasklets,
+        table,
+        layouts: &[],
+        trees: &[],
+    };
+    (0..workload.total_batches())
+        .map(|b| {
+            let slab = stream::Budget::new(workload.stream_fragments).slab_queries;
+            stream::count(&prepared.queries, b, &*policies.routing, &env, slab)
+        })
+        .collect()
+}
+
+/// Checks, before anything is simulated, that every DPU's trees and its largest query and
+/// result buffers fit in MRAM. The error names the DPU and the bytes.
+fn check_mram(
+    machine: &Machine,
+    workload: &Workload,
+    partitioning: &Partitioning,
+    prepared: &Prepared,
+    records: &[u64],
+) -> Result<MramNeed, InputError> {
+    let pairs = partitioning.pairs_per_dpu(&prepared.loads);
     let need: Vec<u64> = pairs
         .iter()
-        .zip(&records)
+        .zip(records)
         .map(|(&(cold, hot), &n)| mram_need_bytes(workload.kind, cold, hot, n))
         .collect();
     let dpu = busiest(&need);

@@ -1,0 +1,312 @@
+//! Streamed batches: B+-Forest answers a batch too large to hold (the paper's largest has
+//! 1.1 G queries, about 26 GB) with host memory bounded by a [`Budget`], not by the batch
+//! size.
+//!
+//! 1. **Count.** The batch is drawn once from its seeded stream, a slab at a time, and each
+//!    slab is routed by the routing policy; only each DPU's number of fragments (the batch's
+//!    [`Shape`]), the queries each DPU serves, and a checkpoint of the stream at each slab
+//!    are kept. The MRAM check and every cost of the batch follow from the shape.
+//! 2. **Groups.** The DPUs are cut into runs of consecutive DPUs holding at most
+//!    `batches.stream_fragments` fragments ([`Budget`]). For each group the batch is drawn again from the
+//!    checkpoints (slabs in parallel) and routed, keeping the group's fragments only, in
+//!    the order a whole-batch routing gives them.
+//! 3. **Windows.** Each group is evaluated in windows of a fifth of that: for
+//!    each DPU of the window the plain reference answers its fragments from its chunks'
+//!    pairs (drawn again) and resolves its gets; the evaluation policy writes the buffers,
+//!    launches the window's DPUs and reads their results; every result is checked against
+//!    the reference; the window's buffers are discarded from MRAM.
+//!
+//! Every DPU gets the same records as when the batch is held, so its kernel time, and the
+//! batch's program, are the same bit for bit (a test runs both ways). What streaming does not
+//! do is merge the fragments into one answer per query on the host: each fragment's partial
+//! answer is checked instead, against the pairs of the partition it was cut to.
+
+use super::distinct_queries;
+use crate::dpu::LaunchReport;
+use crate::forest::batch::DpuBatch;
+use crate::forest::build::chunk_key_range;
+#[cfg(doc)]
+use crate::forest::build::chunks_per_dpu;
+use crate::forest::reference::{Answer, Reference};
+use crate::index::IndexError;
+use crate::policies::{BatchEnv, EvaluationPolicy, RoutingPolicy, Shape};
+use crate::system::System;
+use crate::workload::queries::Checkpoint;
+use crate::workload::{DataSet, Query, QueryGenerator};
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Slabs drawn and routed at once, in parallel, in a group's pass.
+const SLABS_AT_ONCE: usize = 8;
+/// Host bytes per fragment a group holds: the query and its origin.
+const GROUP_BYTES_PER_FRAGMENT: u64 = 28;
+/// Host bytes per fragment of a window: its buffers in MRAM (up to 40 bytes), its result
+/// read back (16) and the reference's copy of it (up to 70).
+const WINDOW_BYTES_PER_FRAGMENT: u64 = 126;
+/// A window holds this fraction of a group's fragments.
+const WINDOWS_PER_GROUP: u64 = 5;
+
+/// How much of a batch is held at once, from `batches.stream_fragments`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Fragments a group of DPUs holds.
+    pub group_fragments: u64,
+    /// Fragments evaluated at once.
+    pub window_fragments: u64,
+    /// Queries drawn and routed at a time (at most 1 Mi, and so that the slabs in flight
+    /// hold about a group's fragments at most).
+    pub slab_queries: usize,
+}
+
+impl Budget {
+    pub fn new(group_fragments: u64) -> Budget {
+        assert!(group_fragments > 0, "a group holds at least one fragment");
+        let slab = (group_fragments / SLABS_AT_ONCE as u64).clamp(1, 1 << 20);
+        Budget {
+            group_fragments,
+            window_fragments: (group_fragments / WINDOWS_PER_GROUP).max(1),
+            slab_queries: slab as usize,
+        }
+    }
+
+    /// Host bytes of the batch held at once: a group and a window of it.
+    pub fn host_bytes(&self) -> u64 {
+        self.group_fragments * GROUP_BYTES_PER_FRAGMENT
+            + self.window_fragments * WINDOW_BYTES_PER_FRAGMENT
+    }
+}
+
+/// A batch after its counting pass.
+#[derive(Debug, Clone)]
+pub struct Counted {
+    pub shape: Shape,
+    /// Queries each DPU serves (a query counted once per DPU).
+    pub served: Vec<u64>,
+    /// The batch's stream at the start of each slab.
+    checkpoints: Vec<Checkpoint>,
+    slab_queries: usize,
+}
+
+/// Draws batch `index` a slab at a time and routes it, keeping only its shape; the next
+/// slab is drawn while the last is routed.
+pub fn count(
+    queries: &QueryGenerator,
+    index: u64,
+    routing: &dyn RoutingPolicy,
+    env: &BatchEnv,
+    slab_queries: usize,
+) -> Counted {
+    let p = env.machine.dpus as usize;
+    let mut stream = queries.stream(index);
+    let mut fragments = vec![0u64; p];
+    let mut served = vec![0u64; p];
+    let mut checkpoints = vec![stream.checkpoint()];
+    let mut slab = Vec::with_capacity(slab_queries);
+    stream.fill(&mut slab, slab_queries);
+    let most_slabs = queries.batch_size().div_ceil(slab_queries as u64);
+    while !slab.is_empty() {
+        assert!(
+            checkpoints.len() as u64 <= most_slabs,
+            "slabs beyond the batch"
+        );
+        let mut next = Vec::with_capacity(slab_queries);
+        let (routed, ()) = rayon::join(
+            || routing.route(env, &slab),
+            || {
+                if stream.drawn() < queries.batch_size() {
+                    checkpoints.push(stream.checkpoint());
+                    stream.fill(&mut next, slab_queries);
+                }
+            },
+        );
+        for (d, b) in routed.iter().enumerate() {
+            fragments[d] += b.len() as u64;
+            served[d] += distinct_queries(b);
+        }
+        slab = next;
+    }
+    Counted {
+        shape: Shape {
+            queries: queries.batch_size(),
+            fragments,
+        },
+        served,
+        checkpoints,
+        slab_queries,
+    }
+}
+
+/// Cuts DPUs `dpus` into runs of consecutive DPUs of at most `budget` fragments (a DPU
+/// above the budget alone).
+pub fn runs(fragments: &[u64], dpus: Range<usize>, budget: u64) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut sum) = (dpus.start, 0u64);
+    for d in dpus.clone() {
+        if d > start && sum + fragments[d] > budget {
+            out.push(start..d);
+            (start, sum) = (d, 0);
+        }
+        sum += fragments[d];
+    }
+    if start < dpus.end {
+        out.push(start..dpus.end);
+    }
+    out
+}
+
+/// One DPU's fragments as they arrive, slab after slab.
+#[derive(Default)]
+struct Gathered {
+    cold: Vec<Query>,
+    hot: Vec<Query>,
+    cold_origin: Vec<u32>,
+    hot_origin: Vec<u32>,
+}
+
+impl Gathered {
+    /// Appends a slab's fragments, whose origins count from `offset`.
+    fn append(&mut self, b: DpuBatch, offset: u32) {
+        let (cold, hot) = b.origin.split_at(b.cold.len());
+        self.cold_origin.extend(cold.iter().map(|&i| i + offset));
+        self.hot_origin.extend(hot.iter().map(|&i| i + offset));
+        self.cold.extend(b.cold);
+        self.hot.extend(b.hot);
+    }
+
+    fn into_batch(mut self) -> DpuBatch {
+        self.cold_origin.append(&mut self.hot_origin);
+        DpuBatch {
+            cold: self.cold,
+            hot: self.hot,
+            origin: self.cold_origin,
+        }
+    }
+}
+
+/// Draws batch `index` again and routes it, keeping the fragments of DPUs `group`: every
+/// DPU's batch (empty outside the group), as routing the whole batch gives them.
+pub fn route_group(
+    queries: &QueryGenerator,
+    index: u64,
+    counted: &Counted,
+    routing: &dyn RoutingPolicy,
+    env: &BatchEnv,
+    group: Range<usize>,
+) -> Vec<DpuBatch> {
+    let mut gathered: Vec<Gathered> = group.clone().map(|_| Gathered::default()).collect();
+    for (first, at) in counted.checkpoints.chunks(SLABS_AT_ONCE).enumerate() {
+        let routed: Vec<Vec<DpuBatch>> = at
+            .par_iter()
+            .map(|c| {
+                let mut slab = Vec::with_capacity(counted.slab_queries);
+                queries
+                    .resume(index, c)
+                    .fill(&mut slab, counted.slab_queries);
+                let mut all = routing.route(env, &slab);
+                all.truncate(group.end);
+                all.drain(..group.start);
+                all
+            })
+            .collect();
+        for (k, slab) in routed.into_iter().enumerate() {
+            let offset = ((first * SLABS_AT_ONCE + k) * counted.slab_queries) as u32;
+            for (g, b) in gathered.iter_mut().zip(slab) {
+                g.append(b, offset);
+            }
+        }
+    }
+    let mut batches = vec![DpuBatch::default(); group.start];
+    batches.extend(gathered.into_iter().map(Gathered::into_batch));
+    batches.resize(env.machine.dpus as usize, DpuBatch::default());
+    batches
+}
+
+/// What evaluating a window needs besides the system.
+pub struct Window<'a> {
+    pub env: &'a BatchEnv<'a>,
+    pub evaluation: &'a dyn EvaluationPolicy,
+    pub data: &'a DataSet,
+    /// Each DPU's cold and hot chunks (see [`chunks_per_dpu`]).
+    pub chunks: &'a (Vec<Vec<usize>>, Vec<Vec<usize>>),
+    pub batch: u64,
+}
+
+impl Window<'_> {
+    /// Answers the fragments of DPUs `dpus` plainly (resolving gets), evaluates them on the
+    /// DPUs, checks every result, and discards their buffers from MRAM. Returns the DPUs'
+    /// launch reports.
+    pub fn evaluate(
+        &self,
+        system: &mut System,
+        batches: &mut [DpuBatch],
+        dpus: Range<usize>,
+    ) -> Result<Vec<LaunchReport>, IndexError> {
+        let (cold, hot) = self.chunks;
+        let kind = self.env.kind;
+        let expected: Vec<Vec<Answer>> = batches[dpus.clone()]
+            .par_iter_mut()
+            .zip(dpus.clone())
+            .map(|(b, d)| expected_answers(kind, self.data, [&cold[d], &hot[d]], b))
+            .collect();
+        let part = self
+            .evaluation
+            .evaluate(self.env, system, batches, dpus.clone())?;
+        for ((d, got), want) in dpus.clone().zip(&part.results).zip(&expected) {
+            if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+                return Err(IndexError::Verification(format!(
+                    "batch {}, DPU {d}, record {i} (of query {}, {}): the DPU answered {:?}, the reference {:?}",
+                    self.batch,
+                    batches[d].origin[i],
+                    kind.name(),
+                    got[i],
+                    want[i]
+                )));
+            }
+        }
+        for (dpu, layout) in system.dpus_mut()[dpus.clone()]
+            .iter_mut()
+            .zip(&self.env.layouts[dpus])
+        {
+            dpu.mram_mut().discard_from(layout.query_base);
+        }
+        Ok(part.reports)
+    }
+}
+
+/// The plain answer of each of a DPU's fragments (cold, then hot), from the pairs of its
+/// chunks; gets are rewritten to the existing keys they resolve to, as the host does
+/// before it sends them.
+fn expected_answers(
+    kind: crate::workload::QueryKind,
+    data: &DataSet,
+    chunks: [&[usize]; 2],
+    batch: &mut DpuBatch,
+) -> Vec<Answer> {
+    let mut fragments: Vec<Query> = batch.cold.iter().chain(&batch.hot).copied().collect();
+    let reference = Reference::new(kind, &[&fragments]);
+    for &c in chunks[0].iter().chain(chunks[1]) {
+        let (first, last) = chunk_key_range(data, c);
+        reference.visit(first, last, &data.chunk_pairs_of(c));
+    }
+    if !kind.is_range() {
+        reference.resolved_gets(0, &mut fragments);
+        let (cold, hot) = fragments.split_at(batch.cold.len());
+        batch.cold.copy_from_slice(cold);
+        batch.hot.copy_from_slice(hot);
+    }
+    reference.answers(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_respect_the_budget_and_cover_every_dpu_once() {
+        let f = [5, 5, 5, 20, 1, 1, 0, 8];
+        assert_eq!(runs(&f, 0..8, 10), vec![0..2, 2..3, 3..4, 4..8]);
+        assert_eq!(runs(&f, 2..5, 100), vec![2..5]);
+        assert_eq!(runs(&f, 3..3, 10), Vec::<Range<usize>>::new());
+        assert_eq!(runs(&[0, 0], 0..2, 0), vec![0..2]);
+    }
+}
