@@ -100,7 +100,9 @@ pub struct Postprocessed {
 
 pub trait RoutingPolicy: Send + Sync {
     fn name(&self) -> &'static str;
-    /// Each DPU's fragments of `queries`, their `origin` indices into `queries`.
+    /// Each DPU's fragments of `queries`, their `origin` indices into `queries`. Each
+    /// query's fragments must depend on that query alone: a streamed batch is routed in
+    /// pieces, leaving out queries that reach none of the DPUs at hand.
     fn route(&self, env: &BatchEnv, queries: &[Query]) -> Vec<DpuBatch>;
     /// The host work of routing and packing a batch of `shape`, and each DPU's query
     /// buffer bytes.

@@ -388,13 +388,21 @@ impl BForest {
         let dpus = 0..self.machine.dpus as usize;
         let mut reports = Vec::with_capacity(dpus.len());
         let fragments = &counted.shape.fragments;
-        self.meter.start(counted.shape.total_fragments().max(1));
+        // Each fragment counts once routed and once evaluated.
+        self.meter.start(2 * counted.shape.total_fragments().max(1));
         let budget = stream::Budget::new(self.stream_fragments);
         for group in stream::runs(fragments, dpus, budget.group_fragments) {
             let routing = &*self.policies.routing;
             let queries = &self.prepared.queries;
-            let mut batches =
-                stream::route_group(queries, batch, counted, routing, &env, group.clone());
+            let ranges = stream::key_ranges(&self.partitioning, &self.prepared.data, &group);
+            let mut batches = stream::route_group(
+                queries,
+                (batch, counted),
+                routing,
+                &env,
+                (group.clone(), &ranges),
+            );
+            self.meter.add(fragments[group.clone()].iter().sum());
             for w in stream::runs(fragments, group, budget.window_fragments) {
                 let done: u64 = fragments[w.clone()].iter().sum();
                 reports.extend(window.evaluate(&mut self.system, &mut batches, w)?);

@@ -29,6 +29,7 @@ use crate::forest::build::chunk_key_range;
 use crate::forest::build::chunks_per_dpu;
 use crate::forest::reference::{Answer, Reference};
 use crate::index::IndexError;
+use crate::partition::Partitioning;
 use crate::policies::{BatchEnv, EvaluationPolicy, RoutingPolicy, Shape};
 use crate::system::System;
 use crate::workload::queries::Checkpoint;
@@ -183,33 +184,89 @@ impl Gathered {
     }
 }
 
-/// Draws batch `index` again and routes it, keeping the fragments of DPUs `group`: every
-/// DPU's batch (empty outside the group), as routing the whole batch gives them.
-pub fn route_group(
+/// The key ranges the chunks of DPUs `group` own, sorted and merged where they touch.
+pub fn key_ranges(
+    partitioning: &Partitioning,
+    data: &DataSet,
+    group: &Range<usize>,
+) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for part in partitioning.parts.iter() {
+        if !group.contains(&(part.dpu as usize)) {
+            continue;
+        }
+        let first = chunk_key_range(data, part.chunks.start).0;
+        let last = chunk_key_range(data, part.chunks.end - 1).1;
+        match out.last_mut() {
+            Some(prev) if prev.1.checked_add(1) == Some(first) => prev.1 = last,
+            _ => out.push((first, last)),
+        }
+    }
+    out
+}
+
+/// Whether `[lo, hi]` meets one of `ranges` (sorted, disjoint).
+fn meets(ranges: &[(u64, u64)], lo: u64, hi: u64) -> bool {
+    let i = ranges.partition_point(|r| r.1 < lo);
+    ranges.get(i).is_some_and(|r| r.0 <= hi)
+}
+
+/// Draws slab `c` and routes the queries that meet `ranges`: every DPU's fragments, their
+/// origins the queries' indices in the slab.
+fn route_slab(
     queries: &QueryGenerator,
-    index: u64,
-    counted: &Counted,
+    (index, c, slab_queries): (u64, &Checkpoint, usize),
     routing: &dyn RoutingPolicy,
     env: &BatchEnv,
-    group: Range<usize>,
+    ranges: &[(u64, u64)],
+) -> Vec<DpuBatch> {
+    let mut slab = Vec::with_capacity(slab_queries);
+    queries.resume(index, c).fill(&mut slab, slab_queries);
+    let mut kept: Vec<u32> = Vec::new();
+    let mut i = 0u32;
+    slab.retain(|q| {
+        let keep = meets(ranges, q.lo, q.hi);
+        if keep {
+            kept.push(i);
+        }
+        i += 1;
+        keep
+    });
+    let mut routed = routing.route(env, &slab);
+    for b in &mut routed {
+        for o in &mut b.origin {
+            *o = kept[*o as usize];
+        }
+    }
+    routed
+}
+
+/// Draws batch `index` again and routes it, keeping the fragments of DPUs `group`: every
+/// DPU's batch (empty outside the group), as routing the whole batch gives them. Only the
+/// queries that meet the group's key ranges are routed: a routing policy routes each query
+/// on its own (see [`RoutingPolicy::route`]).
+pub fn route_group(
+    queries: &QueryGenerator,
+    (index, counted): (u64, &Counted),
+    routing: &dyn RoutingPolicy,
+    env: &BatchEnv,
+    (group, ranges): (Range<usize>, &[(u64, u64)]),
 ) -> Vec<DpuBatch> {
     let mut gathered: Vec<Gathered> = group.clone().map(|_| Gathered::default()).collect();
+    let slab_queries = counted.slab_queries;
     for (first, at) in counted.checkpoints.chunks(SLABS_AT_ONCE).enumerate() {
         let routed: Vec<Vec<DpuBatch>> = at
             .par_iter()
             .map(|c| {
-                let mut slab = Vec::with_capacity(counted.slab_queries);
-                queries
-                    .resume(index, c)
-                    .fill(&mut slab, counted.slab_queries);
-                let mut all = routing.route(env, &slab);
+                let at = (index, c, slab_queries);
+                let mut all = route_slab(queries, at, routing, env, ranges);
                 all.truncate(group.end);
                 all.drain(..group.start);
                 all
             })
             .collect();
         for (k, slab) in routed.into_iter().enumerate() {
-            let offset = ((first * SLABS_AT_ONCE + k) * counted.slab_queries) as u32;
+            let offset = ((first * SLABS_AT_ONCE + k) * slab_queries) as u32;
             for (g, b) in gathered.iter_mut().zip(slab) {
                 g.append(b, offset);
             }

@@ -1,0 +1,246 @@
+//! Streamed batches (`batches.streaming`): the report of a streamed run equals the held
+//! run's bit for bit, for every query kind and key law, with budgets that cut a batch into
+//! many groups, windows and slabs; a wrong partial answer is caught; and what a streamed run
+//! cannot take is refused.
+
+mod common;
+
+use common::{assert_bad, pimdes};
+use pimdes::config::Override;
+use pimdes::dpu::{LaunchError, LaunchReport, TaskletTimeline};
+use pimdes::error::Error;
+use pimdes::experiments::partition::EffectiveConfig;
+use pimdes::experiments::run::{Silent, drive, run};
+use pimdes::forest::batch::DpuBatch;
+use pimdes::index::bforest::{BForest, Policies};
+use pimdes::machine::Machine;
+use pimdes::partition::by_name;
+use pimdes::policies::{BatchEnv, EvaluationPolicy, Metrics, Part, evaluation_policies};
+use pimdes::system::System;
+use pimdes::workload::Workload;
+use std::ops::Range;
+
+/// Two ranks of 16 DPUs.
+fn machine() -> Machine {
+    let o = ["machine.ranks=2", "machine.usable_dpus=32"].map(|s| Override::parse(s).unwrap());
+    let text = include_str!("../machines/paper-2rank.toml");
+    Machine::from_toml_str("paper-2rank.toml", text, &o).unwrap()
+}
+
+fn workload(extra: &[&str]) -> Workload {
+    let mut o = vec![
+        "data.pairs=120000",
+        "queries.batch_size=3000",
+        "batches.warmup=1",
+        "batches.measured=2",
+        "partition.alpha=4",
+    ];
+    o.extend_from_slice(extra);
+    let o: Vec<Override> = o.iter().map(|s| Override::parse(s).unwrap()).collect();
+    Workload::from_toml_str("tiny.toml", include_str!("../workloads/tiny.toml"), &o).unwrap()
+}
+
+/// The run's report without what may differ between the two ways of running it: the host's
+/// facts, the configuration (which names the way) and the `streamed` flag.
+fn report(sets: &[&str]) -> (bool, serde_json::Value) {
+    let w = workload(sets);
+    let qdd = by_name("qdd-double-scan").unwrap();
+    let r = run(&machine(), &w, qdd.as_ref(), &mut Silent).unwrap();
+    let mut v = serde_json::to_value(&r).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for k in ["host", "config", "config_fnv1a64"] {
+        o.remove(k).unwrap();
+    }
+    let streamed = o.remove("streamed").unwrap().as_bool().unwrap();
+    (streamed, v)
+}
+
+#[test]
+fn a_streamed_run_reports_what_a_held_run_reports() {
+    let cases: [&[&str]; 4] = [
+        &["queries.kind=\"range-count-if\""],
+        &["queries.kind=\"get\""],
+        &["queries.kind=\"range-max\""],
+        &[
+            "queries.distribution=\"zipf-slices\"",
+            "queries.kind=\"get\"",
+        ],
+    ];
+    for case in cases {
+        let held = report(&[case, &["batches.streaming=\"never\""]].concat());
+        assert!(!held.0);
+        // One DPU per group and window and one query per slab; a few of each; all at once.
+        for budget in ["1", "97", "2500", "83886080"] {
+            let budget_set = format!("batches.stream_fragments={budget}");
+            let sets = [case, &["batches.streaming=\"always\"", &budget_set]].concat();
+            let streamed = report(&sets);
+            assert!(streamed.0);
+            assert_eq!(streamed.1, held.1, "{case:?}, budget {budget}");
+        }
+    }
+}
+
+#[test]
+fn auto_streams_only_above_the_threshold() {
+    assert!(!workload(&[]).streams());
+    let big = workload(&["queries.batch_size=40000000", "batches.measured=1"]);
+    assert!(big.streams(), "80 M queries in all");
+    let never = ["queries.batch_size=40000000", "batches.streaming=\"never\""];
+    assert!(!workload(&never).streams());
+}
+
+/// The registry's evaluation, with one DPU's first partial answer changed.
+struct Corrupting {
+    inner: Box<dyn EvaluationPolicy>,
+    dpu: usize,
+}
+
+impl EvaluationPolicy for Corrupting {
+    fn name(&self) -> &'static str {
+        "corrupting"
+    }
+
+    fn evaluate(
+        &self,
+        env: &BatchEnv,
+        system: &mut System,
+        batches: &[DpuBatch],
+        dpus: Range<usize>,
+    ) -> Result<Part, LaunchError> {
+        let mut part = self.inner.evaluate(env, system, batches, dpus.clone())?;
+        if dpus.contains(&self.dpu) {
+            let first = &mut part.results[self.dpu - dpus.start][0];
+            *first = Some(first.unwrap_or(0) + 1);
+        }
+        Ok(part)
+    }
+
+    fn metrics(&self, reports: &[LaunchReport]) -> Metrics {
+        self.inner.metrics(reports)
+    }
+
+    fn record(
+        &self,
+        env: &BatchEnv,
+        system: &mut System,
+        batches: &[DpuBatch],
+        dpu: u32,
+        max_spans: usize,
+    ) -> Result<(LaunchReport, TaskletTimeline), LaunchError> {
+        self.inner.record(env, system, batches, dpu, max_spans)
+    }
+}
+
+#[test]
+fn a_wrong_partial_answer_fails_a_streamed_batch() {
+    let m = machine();
+    let w = workload(&[
+        "batches.streaming=\"always\"",
+        "batches.stream_fragments=500",
+    ]);
+    let mut policies = Policies::of(&w).unwrap();
+    let inner = evaluation_policies().into_iter().next().unwrap();
+    policies.evaluation = Box::new(Corrupting { inner, dpu: 5 });
+    let qdd = by_name("qdd-double-scan").unwrap();
+    let mut index =
+        pimdes::meter::quietly(|p| BForest::with_policies(&m, &w, qdd.as_ref(), policies, p))
+            .unwrap();
+    let config = EffectiveConfig {
+        machine: m.raw.clone(),
+        workload: w.raw.clone(),
+    };
+    let wall = std::time::Instant::now();
+    match drive(&m, &w, &mut index, config, &mut Silent, wall, None) {
+        Err(Error::Verification(reason)) => {
+            assert!(reason.starts_with("batch 0, DPU 5, record 0"), "{reason}")
+        }
+        other => panic!("expected a verification failure, got {other:?}"),
+    }
+}
+
+const RUN: [&str; 8] = [
+    "run",
+    "--machine",
+    "machines/paper-2rank.toml",
+    "--workload",
+    "workloads/tiny.toml",
+    "--set",
+    "batches.streaming=\"always\"",
+    "--json",
+];
+
+fn run_cli(extra: &[&str]) -> common::Outcome {
+    pimdes(&[&RUN[..], extra].concat())
+}
+
+#[test]
+fn a_streamed_run_refuses_a_trace() {
+    let o = run_cli(&["--trace", "/tmp/pimdes-streaming-never-written.json"]);
+    assert_bad(&o, &["batches.streaming", "--trace"]);
+    assert!(!std::path::Path::new("/tmp/pimdes-streaming-never-written.json").exists());
+}
+
+#[test]
+fn a_streamed_run_refuses_open_arrivals() {
+    let sets = [
+        "--set",
+        "run.arrival=\"open\"",
+        "--set",
+        "run.queries_per_s=1e9",
+    ];
+    assert_bad(&run_cli(&sets), &["batches.streaming", "run.arrival"]);
+}
+
+#[test]
+fn bad_streaming_keys_are_refused() {
+    let o = run_cli(&["--set", "batches.streaming=\"sometimes\""]);
+    assert_bad(&o, &["batches.streaming", "sometimes"]);
+    let o = run_cli(&["--set", "batches.stream_fragments=0"]);
+    assert_bad(&o, &["batches.stream_fragments", "between 1 and"]);
+    let o = run_cli(&[
+        "--set",
+        "run.index=\"pim-tree\"",
+        "--set",
+        "queries.kind=\"get\"",
+    ]);
+    assert_bad(&o, &["batches.streaming", "only b+forest streams"]);
+}
+
+#[test]
+fn a_streamed_batch_too_large_for_mram_is_refused_naming_the_dpu() {
+    let sets = [
+        "--set",
+        "machine.dpu.mram_size_bytes=300000",
+        "--set",
+        "queries.batch_size=2000000",
+        "--set",
+        "batches.measured=1",
+    ];
+    let o = run_cli(&sets);
+    assert_bad(&o, &["dpu.mram_size_bytes", "DPU", "bytes", "queries"]);
+}
+
+#[test]
+fn a_batch_resumed_from_checkpoints_is_the_batch() {
+    for law in ["zipf-composite", "zipf-slices"] {
+        let w = workload(&[&format!("queries.distribution=\"{law}\"")]);
+        let data = pimdes::workload::DataSet::generate(&w);
+        let g = pimdes::workload::QueryGenerator::new(&w, &data, 32);
+        for b in 0..w.total_batches() {
+            let whole = g.batch(b);
+            let mut s = g.stream(b);
+            let mut checkpoints = Vec::new();
+            while s.drawn() < w.batch_size {
+                checkpoints.push(s.checkpoint());
+                s.fill(&mut Vec::new(), 700);
+            }
+            assert!(s.next_query().is_none(), "a batch ends at its size");
+            // Slabs drawn again, last first.
+            let mut again = vec![Vec::new(); checkpoints.len()];
+            for (i, c) in checkpoints.iter().enumerate().rev() {
+                g.resume(b, c).fill(&mut again[i], 700);
+            }
+            assert_eq!(again.concat(), whole, "{law}, batch {b}");
+        }
+    }
+}
