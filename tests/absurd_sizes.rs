@@ -50,7 +50,7 @@ fn range_pairs_is_bounded_by_the_data_and_the_work() {
         &[
             "--set queries.range_pairs=10000000",
             "queries.batch_size",
-            "above the limit of 100000000000",
+            "above the limit of 250000000000",
         ],
     );
 }

@@ -8,6 +8,7 @@
 //! the estimate is meant to be right within a factor of about two, not exact.
 
 use crate::config::InputError;
+use crate::index::bforest::stream::Budget;
 use crate::machine::Machine;
 use crate::workload::{QueryKind, Workload};
 
@@ -110,9 +111,45 @@ fn human_duration(s: f64) -> String {
 const PIMTREE_BYTES_PER_QUERY: u64 = 200;
 const PIMTREE_BYTES_PER_COVERED_PAIR: u64 = 96;
 
-/// Host-memory terms of a run: (key to name, bytes).
+/// Whether the run streams its batches (B+-Forest only).
+fn streamed(workload: &Workload) -> bool {
+    workload.index == crate::index::bforest::NAME && workload.streams()
+}
+
+/// Wall nanoseconds of a streamed batch per query per pass over it (the counting pass and
+/// one per group: drawing, and routing what the group needs) and per pair (the reference
+/// draws every chunk's pairs again for each batch). [est], see docs/performance.md.
+const NS_PER_STREAMED_QUERY_PASS: u64 = 30;
+const NS_PER_STREAMED_PAIR: u64 = 20;
+
+/// Wall nanoseconds streaming adds to a run (0 when it holds its batches).
+fn streaming_ns(workload: &Workload) -> f64 {
+    if !streamed(workload) {
+        return 0.0;
+    }
+    // About one fragment per query; the groups, and the counting pass.
+    let passes = workload.batch_size.div_ceil(workload.stream_fragments) + 1;
+    let per_batch = passes as f64 * (workload.batch_size * NS_PER_STREAMED_QUERY_PASS) as f64
+        + (workload.pairs * NS_PER_STREAMED_PAIR) as f64;
+    per_batch * workload.total_batches() as f64
+}
+
+/// Host-memory terms of a run: (key to name, bytes). A streamed run holds a group of
+/// fragments and a window of them ([`crate::index::bforest::stream::Budget`]), not its
+/// batches.
 fn run_memory_terms(machine: &Machine, workload: &Workload) -> [(&'static str, u64); 3] {
     let queries = run_queries(workload);
+    let held = if streamed(workload) {
+        (
+            "batches.stream_fragments",
+            Budget::new(workload.stream_fragments).host_bytes(),
+        )
+    } else {
+        (
+            "queries.batch_size",
+            queries.saturating_mul(PER_QUERY_BYTES),
+        )
+    };
     let planned = match workload.kind {
         _ if workload.index != crate::index::pimtree::NAME => 0,
         QueryKind::Get => 0,
@@ -127,12 +164,7 @@ fn run_memory_terms(machine: &Machine, workload: &Workload) -> [(&'static str, u
             u64::from(machine.dpus).saturating_mul(PER_DPU_BYTES),
         ),
         ("data.pairs", workload.pairs.saturating_mul(PER_PAIR_BYTES)),
-        (
-            "queries.batch_size",
-            queries
-                .saturating_mul(PER_QUERY_BYTES)
-                .saturating_add(planned),
-        ),
+        (held.0, held.1.saturating_add(planned)),
     ]
 }
 
@@ -161,7 +193,9 @@ pub fn check_run(
         "pim-tree" => NS_PER_PAIR_PIMTREE,
         _ => NS_PER_PAIR_BFOREST,
     };
-    let wall_ns = events as f64 * NS_PER_EVENT as f64 + workload.pairs as f64 * ns_per_pair as f64;
+    let wall_ns = events as f64 * NS_PER_EVENT as f64
+        + workload.pairs as f64 * ns_per_pair as f64
+        + streaming_ns(workload);
     let estimate = RunEstimate {
         host_bytes,
         events,
@@ -191,15 +225,22 @@ fn memory_error(
         .copied()
         .max_by_key(|&(_, b)| b)
         .unwrap_or(("data.pairs", 0));
+    let held = if streamed(workload) {
+        format!(
+            "{} fragments of a streamed batch at once (batches.stream_fragments)",
+            workload.stream_fragments
+        )
+    } else {
+        format!("{} queries in all batches", run_queries(workload))
+    };
     let reason = format!(
-        "the run would need about {} MiB of host memory ({} MiB for {} DPUs, {} MiB for {} pairs, {} MiB for {} queries in all batches), more than the {} MiB available; lower data.pairs, queries.batch_size or the number of DPUs",
+        "the run would need about {} MiB of host memory ({} MiB for {} DPUs, {} MiB for {} pairs, {} MiB for {held}), more than the {} MiB available; lower data.pairs, queries.batch_size, batches.stream_fragments or the number of DPUs",
         mib(bytes),
         mib(terms[0].1),
         machine.dpus,
         mib(terms[1].1),
         workload.pairs,
         mib(terms[2].1),
-        run_queries(workload),
         mib(available)
     );
     match key {
@@ -411,5 +452,27 @@ mod tests {
         assert!(check_partition(&m, &w, &at(80_000)).is_ok());
         let e = check_partition(&m, &w, &at(79_999)).unwrap_err();
         assert!(e.reason.contains("about 80000 queries"), "{e}");
+    }
+
+    #[test]
+    fn a_streamed_run_needs_memory_of_its_budget_not_of_its_batches() {
+        let tiny = include_str!("../../workloads/tiny.toml");
+        let unlimited = Limits {
+            max_host_bytes: Some(u64::MAX),
+            max_events: u64::MAX,
+        };
+        let bytes = |sets: &[&str]| {
+            let sets = [sets, &["batches.warmup=1", "batches.measured=1"]].concat();
+            let (m, w) = inputs("tiny.toml", tiny, &sets);
+            check_run(&m, &w, &unlimited).unwrap().host_bytes
+        };
+        let big = "queries.batch_size=1100000000";
+        let streamed = bytes(&[big]);
+        assert_eq!(streamed, bytes(&["queries.batch_size=100000000"]));
+        assert!(streamed < 8 << 30, "{streamed}");
+        let smaller = bytes(&[big, "batches.stream_fragments=1000000"]);
+        assert!(smaller < streamed / 10, "{smaller} against {streamed}");
+        let held = bytes(&[big, "batches.streaming=\"never\""]);
+        assert!(held > 10 * streamed, "{held} against {streamed}");
     }
 }
