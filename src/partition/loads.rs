@@ -37,12 +37,26 @@ impl ChunkLoads {
     pub fn from_reference(data: &DataSet, queries: &QueryGenerator, both_ends: bool) -> ChunkLoads {
         let n = data.chunks();
         let mut counts = vec![0u64; n];
-        queries.for_each(0, |q| {
-            counts[data.chunk_of(q.lo)] += 1;
-            if both_ends {
-                counts[data.chunk_of(q.hi)] += 1;
-            }
-        });
+        // The next slab is drawn while the last is counted.
+        const SLAB: usize = 1 << 20;
+        let mut stream = queries.stream(0);
+        let mut slab = Vec::with_capacity(SLAB);
+        stream.fill(&mut slab, SLAB);
+        while !slab.is_empty() {
+            let mut next = Vec::with_capacity(SLAB);
+            rayon::join(
+                || stream.fill(&mut next, SLAB),
+                || {
+                    for q in &slab {
+                        counts[data.chunk_of(q.lo)] += 1;
+                        if both_ends {
+                            counts[data.chunk_of(q.hi)] += 1;
+                        }
+                    }
+                },
+            );
+            slab = next;
+        }
         let sizes: Vec<u64> = (0..n).map(|i| data.chunk_size(i)).collect();
         ChunkLoads::new(&sizes, &counts)
     }

@@ -22,6 +22,32 @@ pub struct DataSet {
     pub value_domain: Option<u64>,
     /// The first (smallest) key of each chunk, strictly increasing.
     first_keys: Vec<u64>,
+    /// For each value `b` of a key's top [`BUCKET_BITS`] bits (and one past the last):
+    /// how many first keys after chunk 0's lie below `b`'s keys. A first level that finds
+    /// a key's chunk among a few dozen first keys, without the cache misses of a binary
+    /// search over all of them.
+    bucket_starts: Vec<u32>,
+}
+
+/// Top bits of a key that index [`DataSet::chunk_of`]'s first level (2^16 buckets, 256 KiB).
+const BUCKET_BITS: u32 = 16;
+
+/// For each bucket `b` of [`BUCKET_BITS`] top bits, and one past the last, how many of
+/// `keys` (sorted) lie below the bucket's first key.
+fn bucket_starts(keys: &[u64]) -> Vec<u32> {
+    assert!(keys.len() < u32::MAX as usize, "chunk indices fit in u32");
+    let buckets = 1usize << BUCKET_BITS;
+    let mut starts = Vec::with_capacity(buckets + 1);
+    let mut i = 0;
+    for b in 0..buckets as u64 {
+        let first = b << (64 - BUCKET_BITS);
+        while i < keys.len() && keys[i] < first {
+            i += 1;
+        }
+        starts.push(i as u32);
+    }
+    starts.push(keys.len() as u32);
+    starts
 }
 
 impl DataSet {
@@ -72,12 +98,14 @@ impl DataSet {
             u64::MAX - first_keys[chunks - 1] >= last_chunk_pairs,
             "key space exhausted"
         );
+        let bucket_starts = bucket_starts(&first_keys[1..]);
         DataSet {
             seed,
             pairs,
             chunk_pairs,
             value_domain,
             first_keys,
+            bucket_starts,
         }
     }
 
@@ -105,9 +133,15 @@ impl DataSet {
         if i == 0 { 0 } else { self.first_keys[i] }
     }
 
-    /// The chunk whose key range holds `key`.
+    /// The chunk whose key range holds `key`: how many first keys after chunk 0's are at
+    /// or below it, searched only among those in `key`'s bucket.
     pub fn chunk_of(&self, key: u64) -> usize {
-        self.first_keys[1..].partition_point(|&k| k <= key)
+        let b = (key >> (64 - BUCKET_BITS)) as usize;
+        let (lo, hi) = (
+            self.bucket_starts[b] as usize,
+            self.bucket_starts[b + 1] as usize,
+        );
+        lo + self.first_keys[1 + lo..1 + hi].partition_point(|&k| k <= key)
     }
 
     /// The pairs of chunk `i`, sorted by key, generated from the chunk's own stream.
@@ -169,6 +203,25 @@ mod tests {
         );
         assert_eq!(d.chunk_of(0), 0);
         assert_eq!(d.chunk_of(u64::MAX), 33);
+    }
+
+    #[test]
+    fn the_bucketed_chunk_search_finds_what_a_plain_search_finds() {
+        use rand::RngExt;
+        for (pairs, chunk) in [(10_050, 300), (7, 300), (3_000_000, 10)] {
+            let d = DataSet::generate_with(9, pairs, chunk, None);
+            let plain = |key: u64| d.first_keys[1..].partition_point(|&k| k <= key);
+            let mut rng = stream(3, Purpose::Soak, 0);
+            let mut keys: Vec<u64> = (0..20_000).map(|_| rng.random()).collect();
+            // Every first key, either side of it, and the ends of the key space.
+            for &k in &d.first_keys {
+                keys.extend([k.saturating_sub(1), k, k.saturating_add(1)]);
+            }
+            keys.extend([0, u64::MAX, 1 << 48, (1 << 48) - 1]);
+            for key in keys {
+                assert_eq!(d.chunk_of(key), plain(key), "{pairs} pairs, key {key}");
+            }
+        }
     }
 
     #[test]

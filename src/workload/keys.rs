@@ -23,6 +23,30 @@ pub struct KeyDistribution {
     segments: Vec<Segment>,
     /// cdf[i] = total weight of segments 0..=i divided by the total weight.
     cdf: Vec<f64>,
+    /// guide[k] = how many cdf values are at or below k / 2^GUIDE_BITS (k up to
+    /// 2^GUIDE_BITS): a first level, so a draw searches only the few cdf values between
+    /// two guide points instead of the whole cdf (the same segment, fewer cache misses).
+    guide: Vec<u32>,
+}
+
+/// 2^16 guide points (256 KiB).
+const GUIDE_BITS: i32 = 16;
+
+/// For each k in 0..=2^GUIDE_BITS, how many of `cdf` (non-decreasing) are at or below
+/// k / 2^GUIDE_BITS.
+fn guide(cdf: &[f64]) -> Vec<u32> {
+    assert!(cdf.len() < u32::MAX as usize, "segment indices fit in u32");
+    let points = 1usize << GUIDE_BITS;
+    let mut out = Vec::with_capacity(points + 1);
+    let mut i = 0;
+    for k in 0..=points {
+        let at = k as f64 / points as f64;
+        while i < cdf.len() && cdf[i] <= at {
+            i += 1;
+        }
+        out.push(i as u32);
+    }
+    out
 }
 
 /// The exact Zipf(theta) probabilities of ranks 0..n (rank 0 most popular).
@@ -42,14 +66,19 @@ impl KeyDistribution {
             "weights must sum to a positive number"
         );
         let mut running = 0.0;
-        let cdf = segments
+        let cdf: Vec<f64> = segments
             .iter()
             .map(|s| {
                 running += s.weight;
                 running / total
             })
             .collect();
-        KeyDistribution { segments, cdf }
+        let guide = guide(&cdf);
+        KeyDistribution {
+            segments,
+            cdf,
+            guide,
+        }
     }
 
     /// Zipf-composite keys: the upper `prefix_bits` bits follow Zipf(`theta`) over the
@@ -140,12 +169,17 @@ impl KeyDistribution {
     /// Draws one key.
     pub fn sample(&self, rng: &mut impl rand::Rng) -> u64 {
         let u = unit_f64(rng);
-        let i = self
-            .cdf
-            .partition_point(|&c| c <= u)
-            .min(self.segments.len() - 1);
-        let s = self.segments[i];
+        let s = self.segments[self.segment_of(u)];
         rng.random_range(s.first..=s.last)
+    }
+
+    /// The segment a draw `u` in [0, 1) falls in: the first whose cdf is above `u`.
+    fn segment_of(&self, u: f64) -> usize {
+        // k / 2^GUIDE_BITS <= u < (k + 1) / 2^GUIDE_BITS exactly (a power-of-two scale).
+        let k = (u * 2f64.powi(GUIDE_BITS)) as usize;
+        let (lo, hi) = (self.guide[k] as usize, self.guide[k + 1] as usize);
+        let i = lo + self.cdf[lo..hi].partition_point(|&c| c <= u);
+        i.min(self.segments.len() - 1)
     }
 
     pub fn segments(&self) -> &[Segment] {
@@ -170,6 +204,32 @@ impl KeyDistribution {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_guided_search_finds_the_segment_a_plain_search_finds() {
+        let plain = |d: &KeyDistribution, u: f64| {
+            let i = d.cdf.partition_point(|&c| c <= u);
+            i.min(d.segments.len() - 1)
+        };
+        let dists = [
+            KeyDistribution::zipf_composite(14, 1.0),
+            KeyDistribution::zipf_composite(3, 1.2),
+            KeyDistribution::zipf_composite(0, 0.0),
+            KeyDistribution::zipf_composite(14, 0.0).amplified(1 << 60, 1 << 61, 10.0),
+        ];
+        let mut rng = crate::rng::stream(1, crate::rng::Purpose::Soak, 0);
+        for d in &dists {
+            let mut us: Vec<f64> = (0..50_000).map(|_| unit_f64(&mut rng)).collect();
+            // The cdf values and the guide points themselves, and next to them.
+            for &c in d.cdf.iter().take(2_000) {
+                us.extend([c, c.next_down(), c.next_up()]);
+            }
+            us.extend((0..1 << GUIDE_BITS).map(|k| k as f64 / 65_536.0));
+            for u in us.into_iter().filter(|u| (0.0..1.0).contains(u)) {
+                assert_eq!(d.segment_of(u), plain(d, u), "u {u}");
+            }
+        }
+    }
     use crate::rng::{Purpose, stream};
 
     /// Pearson's chi-square statistic of `counts` against `probabilities`.

@@ -214,25 +214,8 @@ impl BForest {
         } else {
             "generating batches"
         });
-        let (mut held, counted, records) = if streams {
-            let counted = count_batches(machine, workload, &policies, &prepared, &table);
-            let records = (0..machine.dpus as usize)
-                .map(|d| {
-                    counted
-                        .iter()
-                        .map(|c| c.shape.fragments[d])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            (Vec::new(), counted, records)
-        } else {
-            let queries: Vec<Vec<Query>> = (0..workload.total_batches())
-                .map(|b| prepared.queries.batch(b))
-                .collect();
-            let records = most_records(&table, &queries, machine.dpus);
-            (queries, Vec::new(), records)
-        };
+        let (mut held, counted, records) =
+            batches_up_front(machine, workload, &policies, &prepared, &table);
         let mram = check_mram(machine, workload, &partitioning, &prepared, &records)?;
         progress.phase("building trees");
         progress.meter.start(prepared.data.chunks() as u64);
@@ -377,38 +360,18 @@ impl BForest {
             layouts: &self.layouts,
             trees: &self.trees,
         };
-        let window = stream::Window {
+        let streamer = stream::Streamer {
             env: &env,
+            routing: &*self.policies.routing,
             evaluation: &*self.policies.evaluation,
-            data: &self.prepared.data,
+            prepared: &self.prepared,
+            partitioning: &self.partitioning,
             chunks,
             batch,
+            budget: stream::Budget::new(self.stream_fragments),
         };
         let started = std::time::Instant::now();
-        let dpus = 0..self.machine.dpus as usize;
-        let mut reports = Vec::with_capacity(dpus.len());
-        let fragments = &counted.shape.fragments;
-        // Each fragment counts once routed and once evaluated.
-        self.meter.start(2 * counted.shape.total_fragments().max(1));
-        let budget = stream::Budget::new(self.stream_fragments);
-        for group in stream::runs(fragments, dpus, budget.group_fragments) {
-            let routing = &*self.policies.routing;
-            let queries = &self.prepared.queries;
-            let ranges = stream::key_ranges(&self.partitioning, &self.prepared.data, &group);
-            let mut batches = stream::route_group(
-                queries,
-                (batch, counted),
-                routing,
-                &env,
-                (group.clone(), &ranges),
-            );
-            self.meter.add(fragments[group.clone()].iter().sum());
-            for w in stream::runs(fragments, group, budget.window_fragments) {
-                let done: u64 = fragments[w.clone()].iter().sum();
-                reports.extend(window.evaluate(&mut self.system, &mut batches, w)?);
-                self.meter.add(done);
-            }
-        }
+        let reports = streamer.evaluate(&mut self.system, counted, &self.meter)?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
         let evaluation = &*self.policies.evaluation;
         let evaluated = policies::Evaluated::of(evaluation, &self.system, Vec::new(), &reports);
@@ -807,6 +770,34 @@ pub fn check_streaming(workload: &Workload, traced: bool) -> Result<(), InputErr
             crate::workload::spec::STREAM_ABOVE_QUERIES
         ),
     ))
+}
+
+/// What the run knows of its batches before the trees are built: held, every batch
+/// generated; streamed, every batch counted. And the most records each DPU receives in a
+/// batch.
+fn batches_up_front(
+    machine: &Machine,
+    workload: &Workload,
+    policies: &Policies,
+    prepared: &Prepared,
+    table: &RoutingTable,
+) -> (Vec<Vec<Query>>, Vec<stream::Counted>, Vec<u64>) {
+    if workload.streams() {
+        let counted = count_batches(machine, workload, policies, prepared, table);
+        let records = (0..machine.dpus as usize)
+            .map(|d| {
+                let batches = counted.iter();
+                batches.map(|c| c.shape.fragments[d]).max().unwrap_or(0)
+            })
+            .collect();
+        (Vec::new(), counted, records)
+    } else {
+        let queries: Vec<Vec<Query>> = (0..workload.total_batches())
+            .map(|b| prepared.queries.batch(b))
+            .collect();
+        let records = most_records(table, &queries, machine.dpus);
+        (queries, Vec::new(), records)
+    }
 }
 
 /// The most records each DPU receives in any of `batches`.

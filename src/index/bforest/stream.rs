@@ -7,9 +7,10 @@
 //!    [`Shape`]), the queries each DPU serves, and a checkpoint of the stream at each slab
 //!    are kept. The MRAM check and every cost of the batch follow from the shape.
 //! 2. **Groups.** The DPUs are cut into runs of consecutive DPUs holding at most
-//!    `batches.stream_fragments` fragments ([`Budget`]). For each group the batch is drawn again from the
-//!    checkpoints (slabs in parallel) and routed, keeping the group's fragments only, in
-//!    the order a whole-batch routing gives them.
+//!    `batches.stream_fragments` fragments ([`Budget`]). For each group the batch is drawn
+//!    again from the checkpoints (slabs in parallel); the queries that meet the group's key
+//!    ranges are routed, which gives the group's fragments in the order a whole-batch
+//!    routing gives them.
 //! 3. **Windows.** Each group is evaluated in windows of a fifth of that: for
 //!    each DPU of the window the plain reference answers its fragments from its chunks'
 //!    pairs (drawn again) and resolves its gets; the evaluation policy writes the buffers,
@@ -29,7 +30,9 @@ use crate::forest::build::chunk_key_range;
 use crate::forest::build::chunks_per_dpu;
 use crate::forest::reference::{Answer, Reference};
 use crate::index::IndexError;
+use crate::meter::Meter;
 use crate::partition::Partitioning;
+use crate::partition::prepared::Prepared;
 use crate::policies::{BatchEnv, EvaluationPolicy, RoutingPolicy, Shape};
 use crate::system::System;
 use crate::workload::queries::Checkpoint;
@@ -278,21 +281,54 @@ pub fn route_group(
     batches
 }
 
-/// What evaluating a window needs besides the system.
-pub struct Window<'a> {
+/// What evaluating a streamed batch needs besides the system.
+pub struct Streamer<'a> {
     pub env: &'a BatchEnv<'a>,
+    pub routing: &'a dyn RoutingPolicy,
     pub evaluation: &'a dyn EvaluationPolicy,
-    pub data: &'a DataSet,
+    pub prepared: &'a Prepared,
+    pub partitioning: &'a Partitioning,
     /// Each DPU's cold and hot chunks (see [`chunks_per_dpu`]).
     pub chunks: &'a (Vec<Vec<usize>>, Vec<Vec<usize>>),
     pub batch: u64,
+    pub budget: Budget,
 }
 
-impl Window<'_> {
+impl Streamer<'_> {
+    /// Evaluates batch `counted` a group at a time, a window at a time: every DPU's launch
+    /// report, in DPU order. `meter` counts each fragment once routed and once evaluated.
+    pub fn evaluate(
+        &self,
+        system: &mut System,
+        counted: &Counted,
+        meter: &Meter,
+    ) -> Result<Vec<LaunchReport>, IndexError> {
+        let fragments = &counted.shape.fragments;
+        meter.start(2 * counted.shape.total_fragments().max(1));
+        let mut reports = Vec::with_capacity(fragments.len());
+        for group in runs(fragments, 0..fragments.len(), self.budget.group_fragments) {
+            let ranges = key_ranges(self.partitioning, &self.prepared.data, &group);
+            let mut batches = route_group(
+                &self.prepared.queries,
+                (self.batch, counted),
+                self.routing,
+                self.env,
+                (group.clone(), &ranges),
+            );
+            meter.add(fragments[group.clone()].iter().sum());
+            for w in runs(fragments, group, self.budget.window_fragments) {
+                let done: u64 = fragments[w.clone()].iter().sum();
+                reports.extend(self.evaluate_window(system, &mut batches, w)?);
+                meter.add(done);
+            }
+        }
+        Ok(reports)
+    }
+
     /// Answers the fragments of DPUs `dpus` plainly (resolving gets), evaluates them on the
     /// DPUs, checks every result, and discards their buffers from MRAM. Returns the DPUs'
     /// launch reports.
-    pub fn evaluate(
+    fn evaluate_window(
         &self,
         system: &mut System,
         batches: &mut [DpuBatch],
@@ -303,7 +339,7 @@ impl Window<'_> {
         let expected: Vec<Vec<Answer>> = batches[dpus.clone()]
             .par_iter_mut()
             .zip(dpus.clone())
-            .map(|(b, d)| expected_answers(kind, self.data, [&cold[d], &hot[d]], b))
+            .map(|(b, d)| expected_answers(kind, &self.prepared.data, [&cold[d], &hot[d]], b))
             .collect();
         let part = self
             .evaluation
