@@ -197,13 +197,7 @@ impl BForest {
     ) -> Result<BForest, IndexError> {
         check_tasklets(machine, workload)?;
         check_streaming(workload, false)?;
-        if workload.granularity == crate::workload::spec::Granularity::Pair {
-            let reason = "B+-Forest's trees are built from chunks; `pair` granularity is for `pimdes partition` with data-balanced or query-balanced";
-            return Err(workload
-                .attribution
-                .error_at("partition.granularity", reason)
-                .into());
-        }
+        check_granularity(workload)?;
         progress.phase("partitioning");
         let prepared = Prepared::new(machine, workload)?;
         let partitioning = prepared.partition(partitioner, workload)?;
@@ -747,6 +741,17 @@ fn hot_pair_moves(
         into[part.dpu as usize] += pairs * PAIR_BYTES;
     }
     (out, into)
+}
+
+/// B+-Forest's trees are built from whole chunks.
+fn check_granularity(workload: &Workload) -> Result<(), InputError> {
+    if workload.granularity != crate::workload::spec::Granularity::Pair {
+        return Ok(());
+    }
+    let reason = "B+-Forest's trees are built from chunks; `pair` granularity is for `pimdes partition` with data-balanced or query-balanced";
+    Err(workload
+        .attribution
+        .error_at("partition.granularity", reason))
 }
 
 /// A streamed run (see [`Workload::streams`]) takes whole batches, one after another, and
