@@ -137,9 +137,9 @@ impl QueryGenerator {
     }
 }
 
-/// The queries of one batch, drawn one after another from the batch's stream. A clone
-/// continues from the same point, so a caller may keep clones as checkpoints and draw
-/// slabs of the batch again, in any order, without drawing what comes before them.
+/// The queries of one batch, drawn one after another from the batch's stream. A caller may
+/// keep [`checkpoints`](BatchStream::checkpoint) and draw slabs of the batch again, in any
+/// order, without drawing what comes before them ([`QueryGenerator::resume`]).
 #[derive(Clone)]
 pub struct BatchStream<'a> {
     generator: &'a QueryGenerator,
