@@ -140,7 +140,6 @@ impl QueryGenerator {
 /// The queries of one batch, drawn one after another from the batch's stream. A caller may
 /// keep [`checkpoints`](BatchStream::checkpoint) and draw slabs of the batch again, in any
 /// order, without drawing what comes before them ([`QueryGenerator::resume`]).
-#[derive(Clone)]
 pub struct BatchStream<'a> {
     generator: &'a QueryGenerator,
     index: u64,
