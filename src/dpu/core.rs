@@ -359,12 +359,25 @@ impl Core {
         }
         self.advance();
         let finish = self.virtual_work + instructions as u128 * self.scale;
+        let (before, first_before) = (self.computing.len(), self.first_finish);
         // At most `tasklets` entries: a linear insertion keeps the order cheaply.
         let at = self.computing.partition_point(|&e| e > (finish, tasklet));
         self.computing.insert(at, (finish, tasklet));
-        self.first_finish = self.computing.last().map(|&(f, _)| f);
+        // The new entry is the earliest finish if it went to the end (known without
+        // reading the entry back, which would wait on the store just made).
+        if at == before {
+            self.first_finish = Some(finish);
+        }
+        debug_assert_eq!(self.first_finish, self.computing.last().map(|&(f, _)| f));
         self.state[tasklet as usize] = State::Computing;
-        self.reschedule_compute();
+        // While fewer tasklets compute than the pipeline interleaves, each keeps its full
+        // rate; if the earliest finish is the same too, so is the pending completion
+        // (the virtual work grew by exactly the elapsed cycles times that rate), and the
+        // division can be skipped.
+        let same_rate = before > 0 && self.rate(before) == self.rate(before + 1);
+        if !(same_rate && self.first_finish == first_before) {
+            self.reschedule_compute();
+        }
         Ok(false)
     }
 
@@ -418,11 +431,11 @@ impl Core {
 
     /// Starts a tasklet's request. `Ok(true)`: done already, the tasklet goes on;
     /// `Ok(false)`: it blocks until the executor wakes it.
-    pub(crate) fn issue(&mut self, tasklet: u32, request: Request) -> Result<bool, KernelError> {
+    pub(crate) fn issue(&mut self, tasklet: u32, request: &Request) -> Result<bool, KernelError> {
         if self.state[tasklet as usize] != State::Running {
             return Err(KernelError::AlreadyWaiting { tasklet });
         }
-        match request {
+        match *request {
             Request::Compute(n) => self.start_compute(tasklet, n),
             Request::Dma {
                 direction,

@@ -27,7 +27,9 @@ pub struct Tasklet {
 #[must_use = "an operation does nothing until it is awaited"]
 pub struct Wait<'a> {
     tasklet: &'a Tasklet,
-    request: Option<Request>,
+    request: Request,
+    /// Whether the request went to the core (the first poll issues it).
+    issued: bool,
 }
 
 impl Future for Wait<'_> {
@@ -36,20 +38,21 @@ impl Future for Wait<'_> {
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let mut core = this.tasklet.core.borrow_mut();
-        match this.request.take() {
-            Some(request) => match core.issue(this.tasklet.id, request) {
+        if !this.issued {
+            this.issued = true;
+            // By reference: the core reads the fields it needs, which is cheaper than
+            // copying the request out of the future that just wrote it.
+            return match core.issue(this.tasklet.id, &this.request) {
                 Ok(true) => Poll::Ready(Ok(())),
                 Ok(false) => Poll::Pending,
                 Err(e) => Poll::Ready(Err(e)),
-            },
-            None => {
-                let woken = &mut core.woken[this.tasklet.id as usize];
-                if std::mem::take(woken) {
-                    Poll::Ready(Ok(()))
-                } else {
-                    Poll::Pending
-                }
-            }
+            };
+        }
+        let woken = &mut core.woken[this.tasklet.id as usize];
+        if std::mem::take(woken) {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -58,7 +61,8 @@ impl Tasklet {
     fn wait(&self, request: Request) -> Wait<'_> {
         Wait {
             tasklet: self,
-            request: Some(request),
+            request,
+            issued: false,
         }
     }
 

@@ -1,31 +1,33 @@
 //! [`SlotQueue`]: pending events of a few small-integer keys (a DPU's tasklets), with the
-//! same ordering contract as [`super::EventQueue`] but no heap and no hashing: each key has
-//! one slot holding its due (time, insertion sequence), and the earliest slot is cached.
+//! same ordering contract as [`super::EventQueue`] but no heap and no hashing: the pending
+//! events sit in a ring sorted by (time, insertion sequence), so the earliest is at the
+//! front.
 //!
-//! A DPU has at most 32 tasklets, each pending at most once, so a linear scan over the
-//! slots after a pop is cheaper than keeping an indexed binary heap (whose pop, with its
-//! index map, was the largest single cost of the DPU engine).
+//! A DPU has at most 32 tasklets, each pending at most once. A new event has the largest
+//! sequence so far, so it goes after every pending event of the same or an earlier time;
+//! DMA completions mostly come due in the order they were issued, so the search for its
+//! place, from the back, usually stops at once. (An indexed binary heap, with its index map,
+//! was the largest single cost of the DPU engine; a scan of every slot per pop was next.)
 //!
 //! # Ordering contract
 //!
 //! [`pop`](SlotQueue::pop) returns the key with the smallest time; keys with **equal times
 //! come out first-in first-out**, in the order they were scheduled. Scheduling a pending key
 //! moves it to its new time with a new insertion sequence. Time never goes backwards
-//! (asserted). Complexity with `n` slots: `schedule` O(1) (O(n) when it moves the earliest
-//! key later), `pop` O(n), `peek_time` O(1).
+//! (asserted). Complexity with `n` pending events: `pop` and `peek_time` O(1); `schedule`
+//! O(1) when the new event is due no earlier than the latest pending one, O(n) at worst.
 
 use super::QueueFull;
-
-const IDLE: (u64, u64) = (u64::MAX, u64::MAX);
+use std::collections::VecDeque;
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
 pub struct SlotQueue {
-    /// (time, sequence) of each key; [`IDLE`] when not pending.
-    due: Vec<(u64, u64)>,
-    /// The pending key with the smallest (time, sequence).
-    first: Option<u32>,
-    next_seq: u64,
+    /// Pending (time, key) in increasing (time, sequence) order. Sequences are implicit:
+    /// an event is placed after every event of its time, which is its sequence's place.
+    order: VecDeque<(u64, u32)>,
+    /// Whether each key is pending (its capacity is the queue's).
+    pending: Vec<bool>,
     now: u64,
 }
 
@@ -33,9 +35,8 @@ impl SlotQueue {
     /// Keys `0..capacity`, none pending, at time 0.
     pub fn new(capacity: usize) -> SlotQueue {
         SlotQueue {
-            due: vec![IDLE; capacity],
-            first: None,
-            next_seq: 0,
+            order: VecDeque::with_capacity(capacity),
+            pending: vec![false; capacity],
             now: 0,
         }
     }
@@ -50,35 +51,37 @@ impl SlotQueue {
             "key {key} scheduled at {at}, before the current time {}",
             self.now
         );
-        let capacity = self.due.len();
-        let slot = self
-            .due
+        let capacity = self.pending.len();
+        let pending = self
+            .pending
             .get_mut(key as usize)
             .ok_or(QueueFull { capacity })?;
-        *slot = (at, self.next_seq);
-        self.next_seq += 1;
-        match self.first {
-            // The earliest key moved (later, since its sequence grew): find the new one.
-            Some(f) if f == key => self.first = self.scan(),
-            Some(f) if self.due[f as usize] <= (at, self.next_seq - 1) => {}
-            _ => self.first = Some(key),
+        if std::mem::replace(pending, true) {
+            let at = self.order.iter().position(|&(_, k)| k == key);
+            self.order.remove(at.expect("a pending key is in the ring"));
         }
+        // After every event due at or before `at`: the newest sequence among equal times.
+        let mut place = self.order.len();
+        while place > 0 && self.order[place - 1].0 > at {
+            place -= 1;
+        }
+        self.order.insert(place, (at, key));
+        debug_assert!(self.order.len() <= capacity);
         Ok(())
     }
 
     /// Removes and returns the earliest event, advancing [`now`](Self::now) to its time.
     pub fn pop(&mut self) -> Option<(u64, u32)> {
-        let key = self.first?;
-        let (at, _) = std::mem::replace(&mut self.due[key as usize], IDLE);
+        let (at, key) = self.order.pop_front()?;
         assert!(at >= self.now, "time went backwards: {at} < {}", self.now);
+        self.pending[key as usize] = false;
         self.now = at;
-        self.first = self.scan();
         Some((at, key))
     }
 
     /// The time of the earliest pending event.
     pub fn peek_time(&self) -> Option<u64> {
-        self.first.map(|k| self.due[k as usize].0)
+        self.order.front().map(|&(at, _)| at)
     }
 
     /// The time of the last popped event.
@@ -87,25 +90,11 @@ impl SlotQueue {
     }
 
     pub fn is_pending(&self, key: u32) -> bool {
-        self.due.get(key as usize).is_some_and(|&d| d != IDLE)
+        self.pending.get(key as usize).copied().unwrap_or(false)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    fn scan(&self) -> Option<u32> {
-        // IDLE sorts after every pending (time, sequence), and sequences are unique, so the
-        // smallest entry is the earliest pending key, if any.
-        let mut best = IDLE;
-        let mut key = 0;
-        for (k, &d) in self.due.iter().enumerate() {
-            if d < best {
-                best = d;
-                key = k;
-            }
-        }
-        (best != IDLE).then_some(key as u32)
+        self.order.is_empty()
     }
 }
 

@@ -43,9 +43,39 @@ pub fn build_dpu_trees(
     hot: &[usize],
     visit: &(impl Fn(usize, &[(u64, u64)]) + Sync),
 ) -> DpuTrees {
-    let tree = |chunks: &[usize]| {
+    build_dpu_trees_into(data, (cold, hot), visit, &mut TreeScratch::default())
+}
+
+/// Two byte buffers that tree images are built into and handed back from (see
+/// [`TreeImage::build_into`]), one for each of a DPU's trees.
+#[derive(Debug, Default)]
+pub struct TreeScratch {
+    cold: Vec<u8>,
+    hot: Vec<u8>,
+}
+
+impl TreeScratch {
+    /// Takes the bytes of `trees` back for the next DPU's build (the images keep their
+    /// shape: root, height, pairs).
+    pub fn reclaim(&mut self, trees: &mut DpuTrees) {
+        self.cold = std::mem::take(&mut trees.cold.bytes);
+        if let Some(h) = trees.hot.as_mut() {
+            self.hot = std::mem::take(&mut h.bytes);
+        }
+    }
+}
+
+/// [`build_dpu_trees`] into the buffers of `scratch`.
+pub fn build_dpu_trees_into(
+    data: &DataSet,
+    (cold, hot): (&[usize], &[usize]),
+    visit: &(impl Fn(usize, &[(u64, u64)]) + Sync),
+    scratch: &mut TreeScratch,
+) -> DpuTrees {
+    let tree = |bytes: Vec<u8>, chunks: &[usize]| {
         let expected = chunks.iter().map(|&c| data.chunk_size(c)).sum();
-        TreeImage::build_sized(
+        TreeImage::build_into(
+            bytes,
             expected,
             chunks.iter().flat_map(|&c| {
                 let pairs = data.chunk_pairs_of(c);
@@ -55,8 +85,8 @@ pub fn build_dpu_trees(
         )
     };
     DpuTrees {
-        cold: tree(cold),
-        hot: (!hot.is_empty()).then(|| tree(hot)),
+        cold: tree(std::mem::take(&mut scratch.cold), cold),
+        hot: (!hot.is_empty()).then(|| tree(std::mem::take(&mut scratch.hot), hot)),
     }
 }
 

@@ -98,7 +98,19 @@ impl TreeImage {
         expected_pairs: u64,
         pairs: impl IntoIterator<Item = (u64, u64)>,
     ) -> TreeImage {
-        let mut bytes: Vec<u8> = Vec::with_capacity(tree_bytes(expected_pairs) as usize);
+        Self::build_into(Vec::new(), expected_pairs, pairs)
+    }
+
+    /// As [`TreeImage::build_sized`], into `bytes`'s allocation (its contents are dropped):
+    /// a caller that builds many trees one after another hands each image's bytes back
+    /// here, so the memory is allocated (and its pages touched) once, not once per tree.
+    pub fn build_into(
+        mut bytes: Vec<u8>,
+        expected_pairs: u64,
+        pairs: impl IntoIterator<Item = (u64, u64)>,
+    ) -> TreeImage {
+        bytes.clear();
+        bytes.reserve(tree_bytes(expected_pairs) as usize);
         // (first key, link) of each node of the level being built.
         let mut level: Vec<(u64, Link)> = Vec::new();
         let mut leaf: Vec<(u64, u64)> = Vec::with_capacity(LEAF_PAIRS as usize);

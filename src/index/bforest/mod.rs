@@ -24,7 +24,9 @@ use crate::config::InputError;
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::forest::batch::DpuBatch;
-use crate::forest::build::{DpuTrees, build_dpu_trees, chunk_key_range, chunks_per_dpu};
+use crate::forest::build::{
+    DpuTrees, TreeScratch, build_dpu_trees_into, chunk_key_range, chunks_per_dpu,
+};
 use crate::forest::image::{DpuLayout, mram_need_bytes, write_trees};
 use crate::forest::layout::{PAIR_BYTES, tree_bytes};
 use crate::forest::reference::Reference;
@@ -572,14 +574,14 @@ fn build(
         .dpus_mut()
         .par_iter_mut()
         .enumerate()
-        .map(|(d, dpu)| {
-            let mut t = build_dpu_trees(&prepared.data, &cold_chunks[d], &hot_chunks[d], &visit);
+        // Each worker builds into the same two buffers DPU after DPU, so an image's bytes
+        // are allocated and touched once per worker, not once per DPU.
+        .map_init(TreeScratch::default, |scratch, (d, dpu)| {
+            let chunks = (cold_chunks[d].as_slice(), hot_chunks[d].as_slice());
+            let mut t = build_dpu_trees_into(&prepared.data, chunks, &visit, scratch);
             let layout = DpuLayout::new(&t);
             write_trees(dpu.mram_mut(), &layout, &t);
-            t.cold.bytes = Vec::new();
-            if let Some(h) = t.hot.as_mut() {
-                h.bytes = Vec::new();
-            }
+            scratch.reclaim(&mut t);
             (layout, t)
         })
         .collect();
