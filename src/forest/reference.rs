@@ -5,27 +5,16 @@
 //! paper-scale run never holds all pairs twice). Each visit adds the chunk's contribution
 //! to every query that overlaps it. Contributions are integer sums and maxima, so the order
 //! of visits, and therefore the thread count, does not change the result.
+//!
+//! The queries of all batches are kept in one array sorted by lower end, so that a chunk's
+//! visit makes two searches in all rather than two per batch.
 
 use crate::workload::{Query, QueryKind};
+use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// Spacing of the first-level samples of a batch's sorted lower ends.
+/// Spacing of the first-level samples of the sorted lower ends.
 const SAMPLE_EVERY: usize = 64;
-
-impl BatchRef {
-    /// The partition point of `pred` over the sorted lower ends, searching the samples first and then one window of
-    /// [`SAMPLE_EVERY`] entries (the same result, with far fewer cache misses).
-    fn partition_point(&self, pred: impl Fn(u64) -> bool) -> usize {
-        let s = self.lo_sample.partition_point(|&lo| pred(lo));
-        if s == 0 {
-            return 0;
-        }
-        // Entry (s - 1) * SAMPLE_EVERY holds; the boundary lies in the window after it.
-        let from = (s - 1) * SAMPLE_EVERY;
-        let to = (s * SAMPLE_EVERY).min(self.sorted.len());
-        from + self.sorted[from..to].partition_point(|q| pred(q.lo))
-    }
-}
 
 /// One answer. get: the value of the key; range-count-if: the count; range-max: the largest
 /// value, `None` for an empty range.
@@ -36,55 +25,105 @@ pub struct Reference {
     kind: QueryKind,
     /// Largest `hi - lo` of a query, to find the queries overlapping a chunk.
     width_minus_one: u64,
-    batches: Vec<BatchRef>,
-}
-
-struct BatchRef {
-    /// Query indices sorted by lower end.
-    by_lo: Vec<u32>,
-    /// The queries in that order, so that a chunk's visit reads them sequentially.
-    sorted: Vec<Query>,
-    /// Every [`SAMPLE_EVERY`]-th lower end of `sorted`: a small, cache-resident first level
-    /// for the searches each chunk's visit makes.
-    lo_sample: Vec<u64>,
+    /// Where each batch's queries begin in the per-query vectors below (one more entry
+    /// than batches: the total last).
+    starts: Vec<usize>,
+    sorted: SortedQueries,
+    /// Per query, batch after batch in their own order: the count, maximum or value.
     acc: Vec<AtomicU64>,
     found: Vec<AtomicBool>,
     /// Gets: the existing key each get resolves to.
     resolved: Vec<AtomicU64>,
 }
 
+/// Every query of every batch, sorted by lower end, with a sampled first level.
+struct SortedQueries {
+    /// The queries in that order, so that a chunk's visit reads them sequentially.
+    queries: Vec<Query>,
+    /// Each one's position in the per-query vectors of [`Reference`].
+    index: Vec<u32>,
+    /// Every [`SAMPLE_EVERY`]-th lower end of `queries`: a small first level for the
+    /// searches each chunk's visit makes.
+    lo_sample: Vec<u64>,
+}
+
+impl SortedQueries {
+    fn new(batches: &[&[Query]]) -> SortedQueries {
+        let total: usize = batches.iter().map(|b| b.len()).sum();
+        assert!(
+            u32::try_from(total).is_ok(),
+            "the reference indexes its {total} queries with 32 bits"
+        );
+        let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(total);
+        let all = batches.iter().flat_map(|b| b.iter());
+        keyed.extend(all.enumerate().map(|(i, q)| (q.lo, i as u32)));
+        // The pairs are distinct (by index), so the unstable sort is deterministic.
+        keyed.par_sort_unstable();
+        let starts = starts(batches);
+        let query = |i: usize| {
+            let b = starts.partition_point(|&s| s <= i) - 1;
+            batches[b][i - starts[b]]
+        };
+        let queries: Vec<Query> = keyed.iter().map(|&(_, i)| query(i as usize)).collect();
+        let lo_sample = queries.iter().step_by(SAMPLE_EVERY).map(|q| q.lo).collect();
+        SortedQueries {
+            index: keyed.into_iter().map(|(_, i)| i).collect(),
+            queries,
+            lo_sample,
+        }
+    }
+
+    /// The partition point of `pred` over the sorted lower ends, searching the samples
+    /// first and then one window of [`SAMPLE_EVERY`] entries (the same result, with far
+    /// fewer cache misses).
+    fn partition_point(&self, pred: impl Fn(u64) -> bool) -> usize {
+        let s = self.lo_sample.partition_point(|&lo| pred(lo));
+        if s == 0 {
+            return 0;
+        }
+        // Entry (s - 1) * SAMPLE_EVERY holds; the boundary lies in the window after it.
+        let from = (s - 1) * SAMPLE_EVERY;
+        let to = (s * SAMPLE_EVERY).min(self.queries.len());
+        from + self.queries[from..to].partition_point(|q| pred(q.lo))
+    }
+}
+
+/// Where each batch begins in the batches laid end to end, and the total last.
+fn starts(batches: &[&[Query]]) -> Vec<usize> {
+    let mut starts = vec![0];
+    for b in batches {
+        starts.push(starts[starts.len() - 1] + b.len());
+    }
+    starts
+}
+
+fn atomics<T>(n: usize, new: impl Fn() -> T) -> Vec<T> {
+    (0..n).map(|_| new()).collect()
+}
+
 impl Reference {
     /// Prepares the reference for `batches` (all of the same kind).
     pub fn new(kind: QueryKind, batches: &[&[Query]]) -> Reference {
-        let mut width_minus_one = 0;
-        let batches = batches
+        let starts = starts(batches);
+        let total = starts[batches.len()];
+        let width_minus_one = batches
             .iter()
-            .map(|b| {
-                let mut by_lo: Vec<u32> = (0..b.len() as u32).collect();
-                by_lo.sort_by_key(|&i| (b[i as usize].lo, i));
-                let sorted: Vec<Query> = by_lo.iter().map(|&i| b[i as usize]).collect();
-                let lo_sample = sorted.iter().step_by(SAMPLE_EVERY).map(|q| q.lo).collect();
-                for q in b.iter() {
-                    width_minus_one = width_minus_one.max(q.hi - q.lo);
-                }
-                BatchRef {
-                    by_lo,
-                    sorted,
-                    lo_sample,
-                    acc: (0..b.len()).map(|_| AtomicU64::new(0)).collect(),
-                    found: (0..b.len()).map(|_| AtomicBool::new(false)).collect(),
-                    resolved: if !kind.is_range() {
-                        (0..b.len()).map(|_| AtomicU64::new(0)).collect()
-                    } else {
-                        Vec::new()
-                    },
-                }
-            })
-            .collect();
+            .flat_map(|b| b.iter())
+            .map(|q| q.hi - q.lo)
+            .max()
+            .unwrap_or(0);
         Reference {
             kind,
             width_minus_one,
-            batches,
+            starts,
+            sorted: SortedQueries::new(batches),
+            acc: atomics(total, || AtomicU64::new(0)),
+            found: atomics(total, || AtomicBool::new(false)),
+            resolved: if kind.is_range() {
+                Vec::new()
+            } else {
+                atomics(total, || AtomicU64::new(0))
+            },
         }
     }
 
@@ -94,51 +133,55 @@ impl Reference {
     /// none is below); that key lies in the chunk owning k, which resolves it here. Read the
     /// resolved keys with [`Reference::resolved_gets`].
     pub fn visit(&self, first: u64, last: u64, pairs: &[(u64, u64)]) {
-        for b in &self.batches {
-            let from = b.partition_point(|lo| lo < first.saturating_sub(self.width_minus_one));
-            let to = b.partition_point(|lo| lo <= last);
-            for (q, &qi) in b.sorted[from..to].iter().zip(&b.by_lo[from..to]) {
-                if q.hi < first {
-                    continue;
-                }
-                let i = qi as usize;
-                if !self.kind.is_range() {
-                    let at = pairs.partition_point(|p| p.0 <= q.lo).saturating_sub(1);
-                    let (key, value) = pairs[at];
-                    b.resolved[i].store(key, Ordering::Relaxed);
-                    b.acc[i].store(value, Ordering::Relaxed);
-                    b.found[i].store(true, Ordering::Relaxed);
-                    continue;
-                }
-                let a = pairs.partition_point(|p| p.0 < q.lo);
-                let z = pairs.partition_point(|p| p.0 <= q.hi);
-                let hits = &pairs[a..z];
-                match self.kind {
-                    QueryKind::Get | QueryKind::Predecessor => unreachable!("handled above"),
-                    QueryKind::RangeCountIf => {
-                        let n = hits.iter().filter(|p| p.1 == q.value).count() as u64;
-                        // Most ranges match nothing: skip the (random) write then.
-                        if n > 0 {
-                            b.acc[i].fetch_add(n, Ordering::Relaxed);
-                        }
+        let s = &self.sorted;
+        let from = s.partition_point(|lo| lo < first.saturating_sub(self.width_minus_one));
+        let to = s.partition_point(|lo| lo <= last);
+        for (q, &qi) in s.queries[from..to].iter().zip(&s.index[from..to]) {
+            if q.hi < first {
+                continue;
+            }
+            let i = qi as usize;
+            if !self.kind.is_range() {
+                let at = pairs.partition_point(|p| p.0 <= q.lo).saturating_sub(1);
+                let (key, value) = pairs[at];
+                self.resolved[i].store(key, Ordering::Relaxed);
+                self.acc[i].store(value, Ordering::Relaxed);
+                self.found[i].store(true, Ordering::Relaxed);
+                continue;
+            }
+            let a = pairs.partition_point(|p| p.0 < q.lo);
+            let z = pairs.partition_point(|p| p.0 <= q.hi);
+            let hits = &pairs[a..z];
+            match self.kind {
+                QueryKind::Get | QueryKind::Predecessor => unreachable!("handled above"),
+                QueryKind::RangeCountIf => {
+                    let n = hits.iter().filter(|p| p.1 == q.value).count() as u64;
+                    // Most ranges match nothing: skip the (random) write then.
+                    if n > 0 {
+                        self.acc[i].fetch_add(n, Ordering::Relaxed);
                     }
-                    QueryKind::RangeMax => {
-                        if let Some(m) = hits.iter().map(|p| p.1).max() {
-                            b.acc[i].fetch_max(m, Ordering::Relaxed);
-                            b.found[i].store(true, Ordering::Relaxed);
-                        }
+                }
+                QueryKind::RangeMax => {
+                    if let Some(m) = hits.iter().map(|p| p.1).max() {
+                        self.acc[i].fetch_max(m, Ordering::Relaxed);
+                        self.found[i].store(true, Ordering::Relaxed);
                     }
                 }
             }
         }
     }
 
+    /// The per-query positions of batch `b`.
+    fn of(&self, b: usize) -> std::ops::Range<usize> {
+        self.starts[b]..self.starts[b + 1]
+    }
+
     /// The answers of batch `b`, once every chunk has been visited.
     pub fn answers(&self, b: usize) -> Vec<Answer> {
-        let r = &self.batches[b];
-        r.acc
+        let r = self.of(b);
+        self.acc[r.clone()]
             .iter()
-            .zip(&r.found)
+            .zip(&self.found[r])
             .map(|(a, f)| {
                 let v = a.load(Ordering::Relaxed);
                 match self.kind {
@@ -151,7 +194,7 @@ impl Reference {
 
     /// Rewrites the gets of batch `b` to the existing keys they resolved to.
     pub fn resolved_gets(&self, b: usize, batch: &mut [Query]) {
-        for (q, k) in batch.iter_mut().zip(&self.batches[b].resolved) {
+        for (q, k) in batch.iter_mut().zip(&self.resolved[self.of(b)]) {
             let key = k.load(Ordering::Relaxed);
             q.lo = key;
             q.hi = key;
@@ -163,39 +206,65 @@ impl Reference {
 mod tests {
     use super::*;
 
+    fn query(lo: u64, hi: u64) -> Query {
+        Query { lo, hi, value: 0 }
+    }
+
     #[test]
     fn the_two_level_search_finds_what_a_plain_search_finds() {
         for n in [0usize, 1, 63, 64, 65, 200, 1000] {
             let lo_sorted: Vec<u64> = (0..n as u64).map(|i| i * 3 / 2).collect();
-            let b = BatchRef {
-                by_lo: Vec::new(),
-                lo_sample: lo_sorted.iter().step_by(SAMPLE_EVERY).copied().collect(),
-                sorted: lo_sorted
-                    .iter()
-                    .map(|&lo| Query {
-                        lo,
-                        hi: lo,
-                        value: 0,
-                    })
-                    .collect(),
-                acc: Vec::new(),
-                found: Vec::new(),
-                resolved: Vec::new(),
-            };
+            let batch: Vec<Query> = lo_sorted.iter().map(|&lo| query(lo, lo)).collect();
+            let s = SortedQueries::new(&[&batch]);
             for bound in 0..(n as u64 * 2 + 3) {
                 let want = lo_sorted.partition_point(|&lo| lo < bound);
                 assert_eq!(
-                    b.partition_point(|lo| lo < bound),
+                    s.partition_point(|lo| lo < bound),
                     want,
                     "n {n}, bound {bound}"
                 );
                 let want = lo_sorted.partition_point(|&lo| lo <= bound);
                 assert_eq!(
-                    b.partition_point(|lo| lo <= bound),
+                    s.partition_point(|lo| lo <= bound),
                     want,
                     "n {n}, bound {bound}"
                 );
             }
+        }
+    }
+
+    /// Batches answered together give each batch what it gets alone, in its own order.
+    #[test]
+    fn merged_batches_answer_as_separate_ones() {
+        let pairs: Vec<(u64, u64)> = (0..400u64).map(|k| (k * 5, k % 3)).collect();
+        let batches: Vec<Vec<Query>> = (0..4u64)
+            .map(|b| {
+                (0..150u64)
+                    .map(|i| {
+                        let lo = (i * 37 + b * 101) % 2000;
+                        Query {
+                            lo,
+                            hi: lo + (i % 60),
+                            value: i % 3,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
+        let together = Reference::new(QueryKind::RangeCountIf, &views);
+        for chunk in pairs.chunks(50) {
+            together.visit(chunk[0].0, chunk[chunk.len() - 1].0 + 4, chunk);
+        }
+        for (b, batch) in batches.iter().enumerate() {
+            let want: Vec<Answer> = batch
+                .iter()
+                .map(|q| {
+                    let n = pairs.iter().filter(|p| (q.lo..=q.hi).contains(&p.0));
+                    Some(n.filter(|p| p.1 == q.value).count() as u64)
+                })
+                .collect();
+            assert_eq!(together.answers(b), want, "batch {b}");
         }
     }
 }
