@@ -22,6 +22,8 @@ struct State {
     phase_from: Option<Instant>,
     /// When the first batch started, for the estimate.
     batches_from: Option<Instant>,
+    /// The batches done and in all, while batches run.
+    batch: Option<(u64, u64)>,
     finished: bool,
     printed: bool,
     /// A line printed once, when the first batch starts (after every input check), such
@@ -94,8 +96,9 @@ fn tick(shared: &Shared, meter: &Meter, command: &str, terminal: bool, every: Du
             continue;
         }
         let line = format!(
-            "{command}: {}{}, {} elapsed",
+            "{command}: {}{}{}, {} elapsed",
             state.status,
+            run_left(&state, meter),
             measured(&state, meter),
             clock(started.elapsed())
         );
@@ -174,6 +177,34 @@ fn measured(state: &State, meter: &Meter) -> String {
     }
 }
 
+/// While batches run, the time the run has left: ", about 1:20 left", refreshed on every
+/// line: from the batches done and the part of the current one the meter has seen, or,
+/// when the meter sees nothing, the estimate at the batch's start counted down.
+fn run_left(state: &State, meter: &Meter) -> String {
+    let (Some(from), Some(batch_from), Some(batches)) =
+        (state.batches_from, state.phase_from, state.batch)
+    else {
+        return String::new();
+    };
+    let left = match meter.progress() {
+        Some((d, t)) => run_estimate(from.elapsed(), batches, d as f64 / t.max(1) as f64),
+        None => run_estimate(batch_from.duration_since(from), batches, 0.0)
+            .map(|l| l.saturating_sub(batch_from.elapsed())),
+    };
+    match left {
+        Some(left) => format!(", about {} left", clock(left)),
+        None => String::new(),
+    }
+}
+
+/// Time left for `total` batches when `done` of them and the fraction `part` of the next
+/// took `spent`.
+fn run_estimate(spent: Duration, (done, total): (u64, u64), part: f64) -> Option<Duration> {
+    let progress = done as f64 + part.clamp(0.0, 1.0);
+    (progress > 0.0 && progress < total as f64)
+        .then(|| spent.mul_f64((total as f64 - progress) / progress))
+}
+
 /// Time left for `total` items when `done` of them took `spent`.
 fn estimate_left(spent: Duration, done: u64, total: u64) -> Option<Duration> {
     (done > 0 && done < total).then(|| spent.mul_f64((total - done) as f64 / done as f64))
@@ -195,17 +226,16 @@ impl Progress for StderrProgress {
             }
             // An index may measure a long batch on the meter.
             s.phase_from = Some(Instant::now());
-            let from = *s.batches_from.get_or_insert_with(Instant::now);
-            s.status = match estimate_left(from.elapsed(), done, total) {
-                Some(d) => format!("batch {}/{total}, about {} left", done + 1, clock(d)),
-                None => format!("batch {}/{total}", done + 1),
-            };
+            s.batches_from.get_or_insert_with(Instant::now);
+            s.batch = Some((done, total));
+            s.status = format!("batch {}/{total}", done + 1);
         });
     }
 
     fn phase(&mut self, what: &str) {
         self.set(|s| {
             s.status = what.to_owned();
+            s.batch = None;
             s.phase_from = Some(Instant::now());
         });
     }
@@ -227,5 +257,10 @@ mod tests {
         assert_eq!(left, Duration::from_secs(30));
         assert_eq!(estimate_left(Duration::from_secs(10), 0, 20), None);
         assert_eq!(estimate_left(Duration::from_secs(10), 20, 20), None);
+        // Halfway through the first of two batches after 60 s: three times that is left.
+        let left = run_estimate(Duration::from_secs(60), (0, 2), 0.5).unwrap();
+        assert_eq!(left, Duration::from_secs(180));
+        assert_eq!(run_estimate(Duration::from_secs(5), (0, 2), 0.0), None);
+        assert_eq!(run_estimate(Duration::from_secs(5), (2, 2), 0.0), None);
     }
 }
