@@ -48,8 +48,9 @@ struct SortedQueries {
 }
 
 impl SortedQueries {
-    fn new(batches: &[&[Query]]) -> SortedQueries {
-        let total: usize = batches.iter().map(|b| b.len()).sum();
+    /// `starts`: where each batch begins, as [`starts`] gives it.
+    fn new(batches: &[&[Query]], starts: &[usize]) -> SortedQueries {
+        let total = starts[batches.len()];
         assert!(
             u32::try_from(total).is_ok(),
             "the reference indexes its {total} queries with 32 bits"
@@ -59,7 +60,6 @@ impl SortedQueries {
         keyed.extend(all.enumerate().map(|(i, q)| (q.lo, i as u32)));
         // The pairs are distinct (by index), so the unstable sort is deterministic.
         keyed.par_sort_unstable();
-        let starts = starts(batches);
         let query = |i: usize| {
             let b = starts.partition_point(|&s| s <= i) - 1;
             batches[b][i - starts[b]]
@@ -115,8 +115,8 @@ impl Reference {
         Reference {
             kind,
             width_minus_one,
+            sorted: SortedQueries::new(batches, &starts),
             starts,
-            sorted: SortedQueries::new(batches),
             acc: atomics(total, || AtomicU64::new(0)),
             found: atomics(total, || AtomicBool::new(false)),
             resolved: if kind.is_range() {
@@ -215,7 +215,7 @@ mod tests {
         for n in [0usize, 1, 63, 64, 65, 200, 1000] {
             let lo_sorted: Vec<u64> = (0..n as u64).map(|i| i * 3 / 2).collect();
             let batch: Vec<Query> = lo_sorted.iter().map(|&lo| query(lo, lo)).collect();
-            let s = SortedQueries::new(&[&batch]);
+            let s = SortedQueries::new(&[&batch], &starts(&[&batch]));
             for bound in 0..(n as u64 * 2 + 3) {
                 let want = lo_sorted.partition_point(|&lo| lo < bound);
                 assert_eq!(
