@@ -44,6 +44,7 @@
 mod core;
 mod error;
 mod mram;
+mod pages;
 mod tasklet;
 
 pub use self::core::{

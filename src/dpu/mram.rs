@@ -1,5 +1,7 @@
 //! [`Mram`]: a DPU's MRAM as a sparse, lazily allocated byte store, so that thousands of
-//! simulated 64 MiB banks cost only the pages a workload touches.
+//! simulated 64 MiB banks cost only the pages a workload touches. Pages are 64 KiB
+//! ([`PAGE_BYTES`]), so a 64 MiB bank's page table has 1,024 slots while a touched page costs
+//! little; their host memory comes from [`super::pages`].
 
 /// A host access beyond the end of a DPU's MRAM.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -12,16 +14,14 @@ pub struct MramOverflow {
     pub mram_size_bytes: u64,
 }
 
-/// Page size of the sparse store. 64 KiB keeps the page table of a 64 MiB bank at 1,024
-/// slots while a touched page costs little.
-const PAGE_BYTES: usize = 64 * 1024;
+use super::pages::{PAGE_BYTES, Page};
 
 /// The MRAM of one DPU. Bytes never written read as zero (real MRAM holds whatever was there;
 /// a correct kernel never reads what it did not write).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Mram {
     size_bytes: u64,
-    pages: Vec<Option<Box<[u8]>>>,
+    pages: Vec<Option<Page>>,
 }
 
 impl Mram {
@@ -116,8 +116,7 @@ impl Mram {
             if self.pages.len() <= page {
                 self.pages.resize(page + 1, None);
             }
-            let p =
-                self.pages[page].get_or_insert_with(|| vec![0u8; PAGE_BYTES].into_boxed_slice());
+            let p = self.pages[page].get_or_insert_with(Page::zeroed);
             p[offset..offset + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
