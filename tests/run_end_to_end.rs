@@ -249,7 +249,14 @@ fn out_file_holds_the_json_report() {
     // Every key is the report's own or B+-Forest's; the driver's reserved list is complete.
     let reserved = pimdes::experiments::run::RESERVED_KEYS;
     for key in v.as_object().unwrap().keys() {
-        let forest = ["partitioner", "streamed", "imbalance", "policies"].contains(&key.as_str());
+        let forest = [
+            "partitioner",
+            "streamed",
+            "launches_per_batch",
+            "imbalance",
+            "policies",
+        ]
+        .contains(&key.as_str());
         assert!(
             forest || reserved.contains(&key.as_str()),
             "{key} not reserved"

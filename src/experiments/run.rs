@@ -262,6 +262,7 @@ pub fn run_traced(
     let mut on_phase = |p: &str| progress.phase(p);
     let mut phases = crate::meter::Phases::new(&mut on_phase, meter);
     let mut index = index::build(machine, workload, partitioner, &mut phases)?;
+    check_trace(workload, index.as_ref(), trace.is_some())?;
     let config = EffectiveConfig::of(machine, workload, partitioner.name());
     drive(
         machine,
@@ -272,6 +273,21 @@ pub fn run_traced(
         wall,
         trace,
     )
+}
+
+/// Refuses a trace of a run whose batches take several launches per DPU (known once the
+/// index has checked MRAM): a trace records one launch per DPU and batch.
+fn check_trace(workload: &Workload, index: &dyn Index, traced: bool) -> Result<(), InputError> {
+    let launches = index.mram().launches_per_batch;
+    if !traced || launches == 1 {
+        return Ok(());
+    }
+    Err(workload.attribution.error_at(
+        "batches.max_launches",
+        format!(
+            "each DPU's share of a batch is split over {launches} launches to fit its buffers in MRAM, and a trace (--trace) records one launch per DPU and batch; trace a smaller batch (queries.batch_size) or set batches.max_launches = 1"
+        ),
+    ))
 }
 
 /// Simulated time the batches' fixed costs may add up to (u64 picoseconds hold about

@@ -24,6 +24,31 @@ impl DpuBatch {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The records of launch `launch` of `launches` when this batch is split over several
+    /// launches (see [`launch_records`]): cold ones, then hot ones, in their order here.
+    pub fn launch_part(&self, launch: u32, launches: u32) -> DpuBatch {
+        let r = launch_records(self.len(), launch, launches);
+        let c = self.cold.len();
+        DpuBatch {
+            cold: self.cold[r.start.min(c)..r.end.min(c)].to_vec(),
+            hot: self.hot[r.start.max(c) - c..r.end.max(c) - c].to_vec(),
+            origin: self.origin[r.clone()].to_vec(),
+        }
+    }
+}
+
+/// Which of a DPU's `records` records (cold then hot) launch `launch` of `launches` takes:
+/// contiguous, in order, sizes differing by at most one, the larger ones last.
+pub fn launch_records(records: usize, launch: u32, launches: u32) -> std::ops::Range<usize> {
+    assert!(launch < launches, "launch {launch} of {launches}");
+    let at = |k: u32| (records as u128 * k as u128 / launches as u128) as usize;
+    at(launch)..at(launch + 1)
+}
+
+/// The largest share [`launch_records`] gives one launch of `records` records.
+pub fn largest_launch_records(records: u64, launches: u32) -> u64 {
+    records.div_ceil(launches as u64)
 }
 
 /// What routing a batch produced.

@@ -135,6 +135,12 @@ pub struct MramNeed {
     /// Largest need of one DPU: its data plus its largest batch buffers.
     pub max_needed_bytes: u64,
     pub max_needed_dpu: u32,
+    /// Launches a DPU's share of a batch is split into so that its buffers fit beside its
+    /// data (B+-Forest's `batches.max_launches`; always 1 for PIM-tree, whose rounds are
+    /// part of its algorithm). B+-Forest reports it as `launches_per_batch`, so that `mram`
+    /// keeps the fields of the partition report's.
+    #[serde(skip)]
+    pub launches_per_batch: u32,
 }
 
 /// A PIM index on the simulated machine.

@@ -374,6 +374,7 @@ impl Index for PimTree {
             available_bytes: self.machine.mram_size_bytes,
             max_needed_bytes: self.layout.end,
             max_needed_dpu: dpu as u32,
+            launches_per_batch: 1,
         }
     }
 

@@ -396,6 +396,7 @@ impl super::Index for PimTreeOrdered {
             available_bytes: self.machine.mram_size_bytes,
             max_needed_bytes: self.layout.end,
             max_needed_dpu: busiest(&self.keys_per_dpu) as u32,
+            launches_per_batch: 1,
         }
     }
 

@@ -168,6 +168,29 @@ pub fn evaluate(
 }
 
 impl Evaluated {
+    /// The stage's result over launches one after another on every DPU (a batch whose
+    /// share of a DPU is split to fit MRAM): each DPU's results in launch order, its kernel
+    /// times summed, and each metric summed over the launches (the slowest DPU's cycles
+    /// becomes the sum of each launch's slowest, the kernel stage's critical path).
+    pub fn in_sequence(launches: Vec<Evaluated>) -> Evaluated {
+        let mut launches = launches.into_iter();
+        let mut all = launches.next().expect("at least one launch");
+        for l in launches {
+            for (r, more) in all.results.iter_mut().zip(l.results) {
+                r.extend(more);
+            }
+            for (t, more) in all.per_dpu.iter_mut().zip(l.per_dpu) {
+                *t += more;
+            }
+            all.events += l.events;
+            for ((key, v), (more_key, more)) in all.metrics.iter_mut().zip(l.metrics) {
+                assert_eq!(*key, more_key, "one policy's metrics, in one order");
+                *v += more;
+            }
+        }
+        all
+    }
+
     /// The stage's result from every DPU's results and launch report, in DPU order.
     pub fn of(
         policy: &dyn EvaluationPolicy,

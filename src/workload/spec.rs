@@ -211,11 +211,23 @@ pub struct RawBatches {
     /// bytes per fragment of this; see `index::bforest::stream`).
     #[serde(default = "default_stream_fragments")]
     pub stream_fragments: u64,
+    /// B+-Forest: the most launches a DPU's share of one batch may be split into when its
+    /// query and result buffers do not fit in MRAM beside its trees (1: never split, such a
+    /// batch is refused).
+    #[serde(default = "default_max_launches")]
+    pub max_launches: u32,
 }
 
 fn default_stream_fragments() -> u64 {
     80 << 20
 }
+
+fn default_max_launches() -> u32 {
+    1
+}
+
+/// Upper bound on `batches.max_launches`.
+pub const MAX_LAUNCHES: u32 = 1024;
 
 /// Upper bound on `batches.stream_fragments` (about 230 GB of host memory).
 pub const MAX_STREAM_FRAGMENTS: u64 = 1 << 32;
@@ -313,6 +325,7 @@ pub struct Workload {
     pub measured_batches: u64,
     pub streaming: Streaming,
     pub stream_fragments: u64,
+    pub max_launches: u32,
     pub partitioner: String,
     pub alpha: u64,
     pub data_cap: f64,
@@ -477,6 +490,12 @@ impl Workload {
                 ),
             );
         }
+        if b.max_launches == 0 || b.max_launches > MAX_LAUNCHES {
+            return err(
+                "batches.max_launches",
+                format!("{} is not between 1 and {MAX_LAUNCHES}", b.max_launches),
+            );
+        }
         if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
             return err(
                 "batches.measured",
@@ -589,6 +608,7 @@ impl Workload {
             measured_batches: b.measured,
             streaming: b.streaming,
             stream_fragments: b.stream_fragments,
+            max_launches: b.max_launches,
             partitioner: p.partitioner.clone(),
             alpha: p.alpha,
             data_cap: p.data_cap,

@@ -23,7 +23,7 @@ use super::{
 use crate::config::InputError;
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
-use crate::forest::batch::DpuBatch;
+use crate::forest::batch::{DpuBatch, largest_launch_records, launch_records};
 use crate::forest::build::{
     DpuTrees, TreeScratch, build_dpu_trees_into, chunk_key_range, chunks_per_dpu,
 };
@@ -35,7 +35,7 @@ use crate::machine::Machine;
 use crate::partition::prepared::{Prepared, imbalance_factor};
 use crate::partition::{Partitioner, Partitioning, RoutingTable};
 use crate::policies::{
-    self, BatchEnv, EvaluationPolicy, Metrics, PostprocessingPolicy, RoutingPolicy,
+    self, BatchEnv, EvaluationPolicy, Metrics, PostprocessingPolicy, RoutingPolicy, Shape,
     evaluation_policies, postprocessing_policies, routing_policies,
 };
 use crate::system::System;
@@ -287,14 +287,23 @@ impl BForest {
             trees: &self.trees,
         };
         let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
+        let launches = self.mram.launches_per_batch;
         let started = std::time::Instant::now();
-        let evaluated = policies::evaluate(
-            &*self.policies.evaluation,
-            &env,
-            &mut self.system,
-            &routed.batches,
-        )?;
+        let per_launch = (0..launches)
+            .map(|l| {
+                let split;
+                let batches = if launches == 1 {
+                    &routed.batches
+                } else {
+                    split = launch_parts(&routed.batches, l, launches);
+                    &split
+                };
+                policies::evaluate(&*self.policies.evaluation, &env, &mut self.system, batches)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
+        let kernel: Vec<Vec<Time>> = per_launch.iter().map(|e| e.per_dpu.clone()).collect();
+        let evaluated = policies::Evaluated::in_sequence(per_launch);
         let post =
             policies::postprocess(&*self.policies.postprocessing, &env, &routed, &evaluated, n);
         super::verify(
@@ -303,6 +312,8 @@ impl BForest {
             &post.answers,
             &reference.answers(batch as usize),
         )?;
+        // A trace is refused up front when a batch takes several launches (see
+        // `check_trace`): the rerun needs the one launch's buffers still in MRAM.
         let timelines = record_dpus(
             &*self.policies.evaluation,
             &env,
@@ -311,11 +322,8 @@ impl BForest {
             &evaluated.per_dpu,
             record,
         )?;
-        let program = self.program(
-            [routed.work, post.work],
-            [routed.push_bytes, post.pull_bytes],
-            &evaluated.per_dpu,
-        );
+        let shape = Shape::of(n as u64, &routed.batches);
+        let program = self.program([routed.work, post.work], &env, &shape, &kernel);
         if measured {
             let served: Vec<u64> = routed.batches.iter().map(distinct_queries).collect();
             self.tally(
@@ -365,19 +373,21 @@ impl BForest {
             chunks,
             batch,
             budget: stream::Budget::new(self.stream_fragments),
+            launches: self.mram.launches_per_batch,
         };
         let started = std::time::Instant::now();
         let reports = streamer.evaluate(&mut self.system, counted, &self.meter)?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
         let evaluation = &*self.policies.evaluation;
-        let evaluated = policies::Evaluated::of(evaluation, &self.system, Vec::new(), &reports);
+        let per_launch: Vec<policies::Evaluated> = reports
+            .iter()
+            .map(|r| policies::Evaluated::of(evaluation, &self.system, Vec::new(), r))
+            .collect();
+        let kernel: Vec<Vec<Time>> = per_launch.iter().map(|e| e.per_dpu.clone()).collect();
+        let evaluated = policies::Evaluated::in_sequence(per_launch);
         let route = self.policies.routing.cost(&env, &counted.shape);
         let post = self.policies.postprocessing.cost(&env, &counted.shape);
-        let program = self.program(
-            [route.work, post.work],
-            [route.bytes, post.bytes],
-            &evaluated.per_dpu,
-        );
+        let program = self.program([route.work, post.work], &env, &counted.shape, &kernel);
         if measured {
             let served = counted.served.clone();
             self.tally(&served, [&route.metrics, &evaluated.metrics, &post.metrics]);
@@ -392,25 +402,34 @@ impl BForest {
         })
     }
 
-    /// A batch's program: route and pack, push, launch, pull, merge.
+    /// A batch's program: route and pack; push, launch, pull for each launch (`kernel`
+    /// holds each launch's kernel time on every DPU); merge. Each launch's buffers are
+    /// priced by the routing and postprocessing policies from that launch's share of
+    /// `shape`.
     fn program(
         &self,
         [route, merge]: [HostWork; 2],
-        [push_bytes, pull_bytes]: [Vec<u64>; 2],
-        per_dpu: &[Time],
+        env: &BatchEnv,
+        shape: &Shape,
+        kernel: &[Vec<Time>],
     ) -> Program {
+        let launches = kernel.len() as u32;
+        let mut steps = vec![host_step(&self.machine, 0, "route and pack", route)];
+        for (l, dpu_time) in kernel.iter().enumerate() {
+            let part = launch_shape(shape, l as u32, launches);
+            let push = self.policies.routing.cost(env, &part).bytes;
+            let pull = self.policies.postprocessing.cost(env, &part).bytes;
+            steps.push(Self::transfer(1, Direction::CpuDpu, push));
+            steps.push(Step::Launch {
+                stage: 2,
+                dpu_time: dpu_time.clone(),
+            });
+            steps.push(Self::transfer(3, Direction::DpuCpu, pull));
+        }
+        steps.push(host_step(&self.machine, 4, "merge", merge));
         Program {
             stages: STAGES.to_vec(),
-            steps: vec![
-                host_step(&self.machine, 0, "route and pack", route),
-                Self::transfer(1, Direction::CpuDpu, push_bytes),
-                Step::Launch {
-                    stage: 2,
-                    dpu_time: per_dpu.to_vec(),
-                },
-                Self::transfer(3, Direction::DpuCpu, pull_bytes),
-                host_step(&self.machine, 4, "merge", merge),
-            ],
+            steps,
         }
     }
 
@@ -491,6 +510,7 @@ impl Index for BForest {
         let fields = ForestFields {
             partitioner: self.partitioner.clone(),
             streamed: matches!(self.batches, Batches::Streamed { .. }),
+            launches_per_batch: self.mram.launches_per_batch,
             imbalance: self.imbalance(),
             policies: PoliciesReport {
                 routing: policy(self.policies.routing.name(), &s[0]),
@@ -528,6 +548,9 @@ struct ForestFields {
     partitioner: String,
     /// Whether the batches were streamed (see `batches.streaming`) rather than held.
     streamed: bool,
+    /// Launches each DPU's share of a batch takes so that its buffers fit in MRAM beside
+    /// its trees (at most `batches.max_launches`; 1 unless a batch had to be split).
+    launches_per_batch: u32,
     imbalance: RunImbalance,
     policies: PoliciesReport,
 }
@@ -615,6 +638,27 @@ fn record_dpus(
         out.push((d, timeline));
     }
     Ok(out)
+}
+
+/// Every DPU's records of launch `launch` of `launches`.
+fn launch_parts(batches: &[DpuBatch], launch: u32, launches: u32) -> Vec<DpuBatch> {
+    batches
+        .iter()
+        .map(|b| b.launch_part(launch, launches))
+        .collect()
+}
+
+/// The shape of launch `launch` of `launches`: every DPU's records in it, and the batch's
+/// queries (host work is priced on the whole batch, not per launch).
+fn launch_shape(shape: &Shape, launch: u32, launches: u32) -> Shape {
+    Shape {
+        queries: shape.queries,
+        fragments: shape
+            .fragments
+            .iter()
+            .map(|&n| launch_records(n as usize, launch, launches).len() as u64)
+            .collect(),
+    }
 }
 
 /// Queries each DPU serves in a routed batch, a query counted once per DPU.
@@ -849,7 +893,9 @@ fn count_batches(
 }
 
 /// Checks, before anything is simulated, that every DPU's trees and its largest query and
-/// result buffers fit in MRAM. The error names the DPU and the bytes.
+/// result buffers fit in MRAM, with each DPU's share of a batch split over the fewest
+/// launches (at most `batches.max_launches`) that make them fit. The error names the DPU
+/// and the bytes.
 fn check_mram(
     machine: &Machine,
     workload: &Workload,
@@ -858,18 +904,41 @@ fn check_mram(
     records: &[u64],
 ) -> Result<MramNeed, InputError> {
     let pairs = partitioning.pairs_per_dpu(&prepared.loads);
-    let need: Vec<u64> = pairs
-        .iter()
-        .zip(records)
-        .map(|(&(cold, hot), &n)| mram_need_bytes(workload.kind, cold, hot, n))
-        .collect();
+    let need_with = |launches: u32| -> Vec<u64> {
+        pairs
+            .iter()
+            .zip(records)
+            .map(|(&(cold, hot), &n)| {
+                let share = largest_launch_records(n, launches);
+                mram_need_bytes(workload.kind, cold, hot, share)
+            })
+            .collect()
+    };
+    let fits = |need: &[u64]| need.iter().all(|&b| b <= machine.mram_size_bytes);
+    // Fewer launches never need less MRAM, so the first that fits is the fewest.
+    let launches = (1..=workload.max_launches)
+        .find(|&l| fits(&need_with(l)))
+        .unwrap_or(workload.max_launches);
+    let need = need_with(launches);
     let dpu = busiest(&need);
     let max = need.get(dpu).copied().unwrap_or(0);
     if max > machine.mram_size_bytes {
         let (cold, hot) = pairs[dpu];
+        let share = largest_launch_records(records[dpu], launches);
+        let split = match launches {
+            1 => String::new(),
+            l => format!(" of its {} in each of {l} launches", records[dpu]),
+        };
+        // More launches shrink the buffers only; say so only if the trees alone fit.
+        let trees_fit = mram_need_bytes(workload.kind, cold, hot, 0) <= machine.mram_size_bytes;
+        let remedy = if trees_fit {
+            "more DPUs or a larger batches.max_launches"
+        } else {
+            "or more DPUs"
+        };
         let reason = format!(
-            "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {} queries) but has {} (dpu.mram_size_bytes); choose another partitioner, less data or more DPUs",
-            records[dpu], machine.mram_size_bytes
+            "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {share} queries{split}) but has {} (dpu.mram_size_bytes); choose another partitioner, less data, {remedy}",
+            machine.mram_size_bytes
         );
         // An MRAM override is the likelier cause than the data the files were written for.
         let mram_key = "dpu.mram_size_bytes";
@@ -884,5 +953,6 @@ fn check_mram(
         available_bytes: machine.mram_size_bytes,
         max_needed_bytes: max,
         max_needed_dpu: dpu as u32,
+        launches_per_batch: launches,
     })
 }

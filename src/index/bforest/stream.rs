@@ -24,7 +24,7 @@
 
 use super::distinct_queries;
 use crate::dpu::LaunchReport;
-use crate::forest::batch::DpuBatch;
+use crate::forest::batch::{DpuBatch, launch_records};
 use crate::forest::build::chunk_key_range;
 #[cfg(doc)]
 use crate::forest::build::chunks_per_dpu;
@@ -292,20 +292,26 @@ pub struct Streamer<'a> {
     pub chunks: &'a (Vec<Vec<usize>>, Vec<Vec<usize>>),
     pub batch: u64,
     pub budget: Budget,
+    /// Launches each DPU's share of the batch is split into (see
+    /// [`DpuBatch::launch_part`]).
+    pub launches: u32,
 }
 
 impl Streamer<'_> {
-    /// Evaluates batch `counted` a group at a time, a window at a time: every DPU's launch
-    /// report, in DPU order. `meter` counts each fragment once routed and once evaluated.
+    /// Evaluates batch `counted` a group at a time, a window at a time: for each launch,
+    /// every DPU's launch report, in DPU order. `meter` counts each fragment once routed
+    /// and once evaluated.
     pub fn evaluate(
         &self,
         system: &mut System,
         counted: &Counted,
         meter: &Meter,
-    ) -> Result<Vec<LaunchReport>, IndexError> {
+    ) -> Result<Vec<Vec<LaunchReport>>, IndexError> {
         let fragments = &counted.shape.fragments;
         meter.start(2 * counted.shape.total_fragments().max(1));
-        let mut reports = Vec::with_capacity(fragments.len());
+        let mut reports: Vec<Vec<LaunchReport>> = (0..self.launches)
+            .map(|_| Vec::with_capacity(fragments.len()))
+            .collect();
         for group in runs(fragments, 0..fragments.len(), self.budget.group_fragments) {
             let ranges = key_ranges(self.partitioning, &self.prepared.data, &group);
             let mut batches = route_group(
@@ -318,7 +324,10 @@ impl Streamer<'_> {
             meter.add(fragments[group.clone()].iter().sum());
             for w in runs(fragments, group, self.budget.window_fragments) {
                 let done: u64 = fragments[w.clone()].iter().sum();
-                reports.extend(self.evaluate_window(system, &mut batches, w)?);
+                let window = self.evaluate_window(system, &mut batches, w)?;
+                for (all, launch) in reports.iter_mut().zip(window) {
+                    all.extend(launch);
+                }
                 meter.add(done);
             }
         }
@@ -326,14 +335,14 @@ impl Streamer<'_> {
     }
 
     /// Answers the fragments of DPUs `dpus` plainly (resolving gets), evaluates them on the
-    /// DPUs, checks every result, and discards their buffers from MRAM. Returns the DPUs'
-    /// launch reports.
+    /// DPUs launch after launch, checks every result, and discards their buffers from
+    /// MRAM. Returns, for each launch, the DPUs' launch reports.
     fn evaluate_window(
         &self,
         system: &mut System,
         batches: &mut [DpuBatch],
         dpus: Range<usize>,
-    ) -> Result<Vec<LaunchReport>, IndexError> {
+    ) -> Result<Vec<Vec<LaunchReport>>, IndexError> {
         let (cold, hot) = self.chunks;
         let kind = self.env.kind;
         let expected: Vec<Vec<Answer>> = batches[dpus.clone()]
@@ -341,20 +350,39 @@ impl Streamer<'_> {
             .zip(dpus.clone())
             .map(|(b, d)| expected_answers(kind, &self.prepared.data, [&cold[d], &hot[d]], b))
             .collect();
-        let part = self
-            .evaluation
-            .evaluate(self.env, system, batches, dpus.clone())?;
-        for ((d, got), want) in dpus.clone().zip(&part.results).zip(&expected) {
-            if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
-                return Err(IndexError::Verification(format!(
-                    "batch {}, DPU {d}, record {i} (of query {}, {}): the DPU answered {:?}, the reference {:?}",
-                    self.batch,
-                    batches[d].origin[i],
-                    kind.name(),
-                    got[i],
-                    want[i]
-                )));
+        let mut reports = Vec::with_capacity(self.launches as usize);
+        for l in 0..self.launches {
+            let split: Vec<DpuBatch>;
+            let launch = if self.launches == 1 {
+                &*batches
+            } else {
+                split = (0..batches.len())
+                    .map(|d| match dpus.contains(&d) {
+                        true => batches[d].launch_part(l, self.launches),
+                        false => DpuBatch::default(),
+                    })
+                    .collect();
+                &split
+            };
+            let part = self
+                .evaluation
+                .evaluate(self.env, system, launch, dpus.clone())?;
+            for ((d, got), want) in dpus.clone().zip(&part.results).zip(&expected) {
+                let records = launch_records(want.len(), l, self.launches);
+                let want = &want[records.clone()];
+                if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
+                    let record = records.start + i;
+                    return Err(IndexError::Verification(format!(
+                        "batch {}, DPU {d}, record {record} (of query {}, {}): the DPU answered {:?}, the reference {:?}",
+                        self.batch,
+                        batches[d].origin[record],
+                        kind.name(),
+                        got[i],
+                        want[i]
+                    )));
+                }
             }
+            reports.push(part.reports);
         }
         for (dpu, layout) in system.dpus_mut()[dpus.clone()]
             .iter_mut()
@@ -362,7 +390,7 @@ impl Streamer<'_> {
         {
             dpu.mram_mut().discard_from(layout.query_base);
         }
-        Ok(part.reports)
+        Ok(reports)
     }
 }
 
