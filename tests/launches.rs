@@ -135,6 +135,41 @@ fn the_fewest_launches_that_fit_are_taken_and_every_answer_is_checked() {
 }
 
 #[test]
+fn the_run_table_says_when_a_batch_was_split() {
+    let base = [
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--quiet",
+    ];
+    let split = pimdes(
+        &[
+            &base[..],
+            &["--set", SMALL_MRAM, "--set", "batches.max_launches=8"],
+        ]
+        .concat(),
+    );
+    assert_eq!(split.code, Some(0), "{}", split.stderr);
+    assert!(
+        split.stdout.contains("launches per batch")
+            && split
+                .stdout
+                .contains("2 (each DPU's buffers split to fit MRAM)"),
+        "{}",
+        split.stdout
+    );
+    let whole = pimdes(&base);
+    assert_eq!(whole.code, Some(0), "{}", whole.stderr);
+    assert!(
+        !whole.stdout.contains("launches per batch"),
+        "{}",
+        whole.stdout
+    );
+}
+
+#[test]
 fn held_and_streamed_split_batches_report_the_same() {
     let sets = ["--set", SMALL_MRAM, "--set", "batches.max_launches=3"];
     let held = report(&[&sets[..], &["--set", "batches.streaming=\"never\""]].concat());

@@ -139,7 +139,9 @@ pub trait EvaluationPolicy: Send + Sync {
         dpus: Range<usize>,
     ) -> Result<Part, LaunchError>;
 
-    /// The stage's metrics, from every DPU's launch report of the batch.
+    /// The stage's metrics, from every DPU's launch report of the batch. Each must add up
+    /// over launches that follow one another (a batch split over several launches reports
+    /// the sum, see [`Evaluated::in_sequence`]): counts and critical-path cycles, not ratios.
     fn metrics(&self, reports: &[LaunchReport]) -> Metrics;
 
     /// Runs DPU `dpu`'s kernel of the batch just evaluated again, recording its tasklets'

@@ -526,10 +526,18 @@ impl Index for BForest {
 
     fn table_rows(&self) -> Vec<(String, String)> {
         let i = self.imbalance();
-        vec![(
+        let mut rows = vec![(
             "IF_q / IF_d".to_owned(),
             format!("{:.3} / {:.3}", i.queries, i.data),
-        )]
+        )];
+        let launches = self.mram.launches_per_batch;
+        if launches > 1 {
+            rows.push((
+                "launches per batch".to_owned(),
+                format!("{launches} (each DPU's buffers split to fit MRAM)"),
+            ));
+        }
+        rows
     }
 
     fn warnings(&self) -> Vec<String> {
