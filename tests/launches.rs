@@ -14,17 +14,22 @@ use serde_json::Value;
 /// busiest DPU needs 263,408 bytes in one launch, 177,424 in two).
 const SMALL_MRAM: &str = "machine.dpu.mram_size_bytes=200000";
 
-fn run(extra: &[&str]) -> common::Outcome {
+/// `pimdes run` of tiny.toml on paper-2rank, quiet, with `extra` arguments.
+fn run_text(extra: &[&str]) -> common::Outcome {
     let base = [
         "run",
         "--machine",
         "machines/paper-2rank.toml",
         "--workload",
         "workloads/tiny.toml",
-        "--json",
         "--quiet",
     ];
     pimdes(&[&base[..], extra].concat())
+}
+
+/// [`run_text`] with a JSON report.
+fn run(extra: &[&str]) -> common::Outcome {
+    run_text(&[&["--json"][..], extra].concat())
 }
 
 fn report(extra: &[&str]) -> Value {
@@ -136,21 +141,7 @@ fn the_fewest_launches_that_fit_are_taken_and_every_answer_is_checked() {
 
 #[test]
 fn the_run_table_says_when_a_batch_was_split() {
-    let base = [
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--quiet",
-    ];
-    let split = pimdes(
-        &[
-            &base[..],
-            &["--set", SMALL_MRAM, "--set", "batches.max_launches=8"],
-        ]
-        .concat(),
-    );
+    let split = run_text(&["--set", SMALL_MRAM, "--set", "batches.max_launches=8"]);
     assert_eq!(split.code, Some(0), "{}", split.stderr);
     assert!(
         split.stdout.contains("launches per batch")
@@ -160,7 +151,7 @@ fn the_run_table_says_when_a_batch_was_split() {
         "{}",
         split.stdout
     );
-    let whole = pimdes(&base);
+    let whole = run_text(&[]);
     assert_eq!(whole.code, Some(0), "{}", whole.stderr);
     assert!(
         !whole.stdout.contains("launches per batch"),

@@ -287,20 +287,14 @@ impl BForest {
             trees: &self.trees,
         };
         let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
-        let launches = self.mram.launches_per_batch;
         let started = std::time::Instant::now();
-        let per_launch = (0..launches)
-            .map(|l| {
-                let split;
-                let batches = if launches == 1 {
-                    &routed.batches
-                } else {
-                    split = launch_parts(&routed.batches, l, launches);
-                    &split
-                };
-                policies::evaluate(&*self.policies.evaluation, &env, &mut self.system, batches)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let per_launch = evaluate_launches(
+            &*self.policies.evaluation,
+            &env,
+            &mut self.system,
+            &routed.batches,
+            self.mram.launches_per_batch,
+        )?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
         let kernel: Vec<Vec<Time>> = per_launch.iter().map(|e| e.per_dpu.clone()).collect();
         let evaluated = policies::Evaluated::in_sequence(per_launch);
@@ -646,6 +640,26 @@ fn record_dpus(
         out.push((d, timeline));
     }
     Ok(out)
+}
+
+/// Evaluates a routed batch in `launches` launches, one after another on every DPU: each
+/// launch's result.
+fn evaluate_launches(
+    evaluation: &dyn EvaluationPolicy,
+    env: &BatchEnv,
+    system: &mut System,
+    batches: &[DpuBatch],
+    launches: u32,
+) -> Result<Vec<policies::Evaluated>, crate::dpu::LaunchError> {
+    if launches == 1 {
+        return Ok(vec![policies::evaluate(evaluation, env, system, batches)?]);
+    }
+    (0..launches)
+        .map(|l| {
+            let part = launch_parts(batches, l, launches);
+            policies::evaluate(evaluation, env, system, &part)
+        })
+        .collect()
 }
 
 /// Every DPU's records of launch `launch` of `launches`.
