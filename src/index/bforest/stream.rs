@@ -223,18 +223,19 @@ fn route_slab(
     env: &BatchEnv,
     ranges: &[(u64, u64)],
 ) -> Vec<DpuBatch> {
-    let mut slab = Vec::with_capacity(slab_queries);
-    queries.resume(index, c).fill(&mut slab, slab_queries);
-    let mut kept: Vec<u32> = Vec::new();
-    let mut i = 0u32;
-    slab.retain(|q| {
-        let keep = meets(ranges, q.lo, q.hi);
-        if keep {
+    // Each query is tested as it is drawn: most are another group's, and holding the
+    // whole slab only to drop them cost a slab's bytes through memory twice.
+    let mut stream = queries.resume(index, c);
+    let (mut slab, mut kept) = (Vec::new(), Vec::new());
+    for i in 0..slab_queries as u32 {
+        let Some(q) = stream.next_query() else {
+            break;
+        };
+        if meets(ranges, q.lo, q.hi) {
+            slab.push(q);
             kept.push(i);
         }
-        i += 1;
-        keep
-    });
+    }
     let mut routed = routing.route(env, &slab);
     for b in &mut routed {
         for o in &mut b.origin {
