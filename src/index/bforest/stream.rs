@@ -227,7 +227,8 @@ fn route_slab(
     // whole slab only to drop them cost a slab's bytes through memory twice.
     let mut stream = queries.resume(index, c);
     let (mut slab, mut kept) = (Vec::new(), Vec::new());
-    for i in 0..slab_queries as u32 {
+    let n = u32::try_from(slab_queries).expect("a slab holds at most 1 Mi queries");
+    for i in 0..n {
         let Some(q) = stream.next_query() else {
             break;
         };
