@@ -228,9 +228,10 @@ pub(crate) struct Core {
     inverse_rates: Vec<f64>,
     virtual_work: u128,
     virtual_at: u64,
-    /// The computing tasklets as (virtual finish, tasklet), sorted in decreasing order: the
-    /// next to finish is last.
-    computing: Vec<(u128, u32)>,
+    /// The computing tasklets as `virtual finish << TASKLET_BITS | tasklet` (one number
+    /// orders them by finish, then id), sorted in decreasing order: the next to finish is
+    /// last.
+    computing: Vec<u128>,
     /// The smallest virtual finish in `computing` (its last entry's).
     first_finish: Option<u128>,
     // DMA engine.
@@ -269,6 +270,10 @@ fn div_ceil_fast(num: u64, den: u64, inv: f64) -> u64 {
     }
     q
 }
+
+/// Bits of a tasklet id in a pipeline entry (`dpu.max_tasklets` is at most 32).
+const TASKLET_BITS: u32 = 5;
+const TASKLET_MASK: u128 = (1 << TASKLET_BITS) - 1;
 
 fn gcd(a: u128, b: u128) -> u128 {
     if b == 0 { a } else { gcd(b, a % b) }
@@ -361,14 +366,21 @@ impl Core {
         let finish = self.virtual_work + instructions as u128 * self.scale;
         let (before, first_before) = (self.computing.len(), self.first_finish);
         // At most `tasklets` entries: a linear insertion keeps the order cheaply.
-        let at = self.computing.partition_point(|&e| e > (finish, tasklet));
-        self.computing.insert(at, (finish, tasklet));
+        // Virtual work stays below 2^98 (cycles below 2^64 at under 2^33 units each, plus
+        // a compute's n x S), so the shift loses nothing.
+        debug_assert!(finish.leading_zeros() >= TASKLET_BITS && tasklet < 1 << TASKLET_BITS);
+        let entry = finish << TASKLET_BITS | tasklet as u128;
+        let at = self.computing.partition_point(|&e| e > entry);
+        self.computing.insert(at, entry);
         // The new entry is the earliest finish if it went to the end (known without
         // reading the entry back, which would wait on the store just made).
         if at == before {
             self.first_finish = Some(finish);
         }
-        debug_assert_eq!(self.first_finish, self.computing.last().map(|&(f, _)| f));
+        debug_assert_eq!(
+            self.first_finish,
+            self.computing.last().map(|&e| e >> TASKLET_BITS)
+        );
         self.state[tasklet as usize] = State::Computing;
         // While fewer tasklets compute than the pipeline interleaves, each keeps its full
         // rate; if the earliest finish is the same too, so is the pending completion
@@ -388,14 +400,15 @@ impl Core {
         let v = self.virtual_work;
         done.clear();
         // The finishers come off the end of the sorted set in (finish, id) order.
-        while let Some(&(f, t)) = self.computing.last() {
-            if f > v {
+        while let Some(&e) = self.computing.last() {
+            let t = (e & TASKLET_MASK) as u32;
+            if e >> TASKLET_BITS > v {
                 break;
             }
             self.computing.pop();
             done.push(t);
         }
-        self.first_finish = self.computing.last().map(|&(f, _)| f);
+        self.first_finish = self.computing.last().map(|&e| e >> TASKLET_BITS);
         self.reschedule_compute();
         for &t in done.iter() {
             self.state[t as usize] = State::Running;
