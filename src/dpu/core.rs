@@ -366,8 +366,9 @@ impl Core {
         let finish = self.virtual_work + instructions as u128 * self.scale;
         let (before, first_before) = (self.computing.len(), self.first_finish);
         // At most `tasklets` entries: a linear insertion keeps the order cheaply.
-        // Virtual work stays below 2^98 (cycles below 2^64 at under 2^33 units each, plus
-        // a compute's n x S), so the shift loses nothing.
+        // S = lcm(11, 1..=32) is below 2^48 at most, so the virtual work (under 2^64 cycles
+        // of under 2^48 units) plus a compute's n x S stays below 2^113, and the shift
+        // loses nothing.
         debug_assert!(finish.leading_zeros() >= TASKLET_BITS && tasklet < 1 << TASKLET_BITS);
         let entry = finish << TASKLET_BITS | tasklet as u128;
         let at = self.computing.partition_point(|&e| e > entry);
