@@ -246,6 +246,29 @@ fn out_file_holds_the_json_report() {
         assert!(v.get(key).is_some(), "missing {key}");
     }
     assert_eq!(v["answers_verified"], true);
+    // The host's wall time, phase by phase, in the order they ran, adding up to the whole.
+    let phases = v["host"]["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "setup",
+            "partitioning",
+            "generating batches",
+            "building trees",
+            "batches"
+        ]
+    );
+    let sum_s: f64 = phases.iter().map(|p| p["wall_s"].as_f64().unwrap()).sum();
+    let wall_s = v["host"]["wall_s"].as_f64().unwrap();
+    assert!(phases.iter().all(|p| p["wall_s"].as_f64().unwrap() >= 0.0));
+    assert!(
+        (sum_s - wall_s).abs() < 1e-6,
+        "{sum_s} s against {wall_s} s"
+    );
     // Every key is the report's own or B+-Forest's; the driver's reserved list is complete.
     let reserved = pimdes::experiments::run::RESERVED_KEYS;
     for key in v.as_object().unwrap().keys() {

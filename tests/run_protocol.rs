@@ -152,8 +152,8 @@ fn a_wrong_policy_fails_the_answer_check() {
         machine: m.raw.clone(),
         workload: w.raw.clone(),
     };
-    let wall = std::time::Instant::now();
-    match drive(&m, &w, &mut index, config, &mut Silent, wall, None) {
+    let clock = pimdes::experiments::run::WallClock::start();
+    match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
         Err(Error::Verification(reason)) => {
             assert!(reason.starts_with("batch 0, query 3999"), "{reason}")
         }

@@ -149,8 +149,8 @@ fn a_wrong_partial_answer_fails_a_streamed_batch() {
         machine: m.raw.clone(),
         workload: w.raw.clone(),
     };
-    let wall = std::time::Instant::now();
-    match drive(&m, &w, &mut index, config, &mut Silent, wall, None) {
+    let clock = pimdes::experiments::run::WallClock::start();
+    match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
         Err(Error::Verification(reason)) => {
             assert!(reason.starts_with("batch 0, DPU 5, record 0"), "{reason}")
         }

@@ -116,6 +116,52 @@ pub struct HostFacts {
     /// Simulated events per wall second of the DPU simulations, over all threads.
     pub simulated_events_per_s: f64,
     pub threads: usize,
+    /// Where the wall time went: the index build's phases in order, then `batches` (all
+    /// batches, warm-up included, with their answer checks).
+    pub phases: Vec<PhaseWall>,
+}
+
+/// The wall time of one phase of a run.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct PhaseWall {
+    pub phase: String,
+    pub wall_s: f64,
+}
+
+/// A run's wall clock: when it started, and when each phase began.
+pub struct WallClock {
+    start: std::time::Instant,
+    laps: Vec<(String, std::time::Instant)>,
+}
+
+impl WallClock {
+    pub fn start() -> WallClock {
+        WallClock {
+            start: std::time::Instant::now(),
+            laps: Vec::new(),
+        }
+    }
+
+    /// Notes that phase `what` begins now (and the one before ends).
+    pub fn lap(&mut self, what: &str) {
+        self.laps.push((what.to_owned(), std::time::Instant::now()));
+    }
+
+    /// Each phase's wall time up to `now`; time before the first phase counts as `setup`.
+    fn phases(&self, now: std::time::Instant) -> Vec<PhaseWall> {
+        let setup = ("setup", self.start);
+        let starts = [setup]
+            .into_iter()
+            .chain(self.laps.iter().map(|l| (l.0.as_str(), l.1)));
+        let ends = self.laps.iter().map(|l| l.1).chain([now]);
+        starts
+            .zip(ends)
+            .map(|((phase, from), to)| PhaseWall {
+                phase: phase.to_owned(),
+                wall_s: (to - from).as_secs_f64(),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -253,15 +299,19 @@ pub fn run_traced(
     progress: &mut dyn Progress,
     trace: Option<&TraceRequest>,
 ) -> Result<(RunReport, Option<Trace>), Error> {
-    let wall = std::time::Instant::now();
+    let mut clock = WallClock::start();
     check_fixed_costs(machine, workload)?;
     if workload.index == index::bforest::NAME {
         index::bforest::check_streaming(workload, trace.is_some())?;
     }
     let meter = progress.meter();
-    let mut on_phase = |p: &str| progress.phase(p);
+    let mut on_phase = |p: &str| {
+        clock.lap(p);
+        progress.phase(p)
+    };
     let mut phases = crate::meter::Phases::new(&mut on_phase, meter);
     let mut index = index::build(machine, workload, partitioner, &mut phases)?;
+    drop(phases);
     check_trace(workload, index.as_ref(), trace.is_some())?;
     let config = EffectiveConfig::of(machine, workload, partitioner.name());
     drive(
@@ -270,7 +320,7 @@ pub fn run_traced(
         index.as_mut(),
         config,
         progress,
-        wall,
+        clock,
         trace,
     )
 }
@@ -358,9 +408,10 @@ pub fn drive(
     index: &mut dyn Index,
     config: EffectiveConfig,
     progress: &mut dyn Progress,
-    wall: std::time::Instant,
+    mut clock: WallClock,
     trace: Option<&TraceRequest>,
 ) -> Result<(RunReport, Option<Trace>), Error> {
+    clock.lap("batches");
     let init =
         time_init(machine, index.init_programs()).map_err(|p| init_past_ceiling(p, workload))?;
     let total = workload.total_batches();
@@ -393,7 +444,7 @@ pub fn drive(
         })?;
     progress.phase("done");
     let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
-    let report = report(machine, workload, index, config, init, &timeline, g, wall);
+    let report = report(machine, workload, index, config, init, &timeline, g, &clock);
     Ok((report, trace))
 }
 
@@ -625,8 +676,9 @@ fn report(
     init: Named,
     timeline: &Timeline,
     g: Gathered,
-    wall: std::time::Instant,
+    clock: &WallClock,
 ) -> RunReport {
+    let now = std::time::Instant::now();
     let t = timing(workload, timeline);
     let saturated = saturation(workload, timeline);
     let index_fields = index.report();
@@ -674,12 +726,13 @@ fn report(
         config_fnv1a64: super::config_fnv1a64(&config),
         config,
         host: HostFacts {
-            wall_s: wall.elapsed().as_secs_f64(),
+            wall_s: (now - clock.start).as_secs_f64(),
             peak_rss_bytes: peak_rss_bytes(),
             simulated_events: g.events,
             kernel_wall_s: g.kernel_wall_s,
             simulated_events_per_s: g.events as f64 / g.kernel_wall_s.max(1e-9),
             threads: rayon::current_num_threads(),
+            phases: clock.phases(now),
         },
     }
 }
