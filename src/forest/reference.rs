@@ -64,10 +64,11 @@ impl SortedQueries {
             let b = starts.partition_point(|&s| s <= i) - 1;
             batches[b][i - starts[b]]
         };
-        let queries: Vec<Query> = keyed.iter().map(|&(_, i)| query(i as usize)).collect();
+        // A gather from random places, on every thread (the order of the result is kept).
+        let queries: Vec<Query> = keyed.par_iter().map(|&(_, i)| query(i as usize)).collect();
         let lo_sample = queries.iter().step_by(SAMPLE_EVERY).map(|q| q.lo).collect();
         SortedQueries {
-            index: keyed.into_iter().map(|(_, i)| i).collect(),
+            index: keyed.par_iter().map(|&(_, i)| i).collect(),
             queries,
             lo_sample,
         }
@@ -97,8 +98,8 @@ fn starts(batches: &[&[Query]]) -> Vec<usize> {
     starts
 }
 
-fn atomics<T>(n: usize, new: impl Fn() -> T) -> Vec<T> {
-    (0..n).map(|_| new()).collect()
+fn atomics<T: Send>(n: usize, new: impl Fn() -> T + Sync) -> Vec<T> {
+    (0..n).into_par_iter().map(|_| new()).collect()
 }
 
 impl Reference {
@@ -107,9 +108,8 @@ impl Reference {
         let starts = starts(batches);
         let total = starts[batches.len()];
         let width_minus_one = batches
-            .iter()
-            .flat_map(|b| b.iter())
-            .map(|q| q.hi - q.lo)
+            .par_iter()
+            .flat_map_iter(|b| b.iter().map(|q| q.hi - q.lo))
             .max()
             .unwrap_or(0);
         Reference {

@@ -865,7 +865,10 @@ fn batches_up_front(
             .collect();
         (Vec::new(), counted, records)
     } else {
+        // Each batch has its own stream, so drawing them on several threads draws the same
+        // queries.
         let queries: Vec<Vec<Query>> = (0..workload.total_batches())
+            .into_par_iter()
             .map(|b| prepared.queries.batch(b))
             .collect();
         let records = most_records(table, &queries, machine.dpus);
@@ -873,20 +876,23 @@ fn batches_up_front(
     }
 }
 
-/// The most records each DPU receives in any of `batches`.
+/// The most records each DPU receives in any of `batches` (batches counted in parallel).
 fn most_records(table: &RoutingTable, batches: &[Vec<Query>], dpus: u32) -> Vec<u64> {
-    let mut records = vec![0u64; dpus as usize];
-    let mut count = vec![0u64; dpus as usize];
-    for batch in batches {
-        count.fill(0);
+    let per_batch = |batch: &Vec<Query>| {
+        let mut count = vec![0u64; dpus as usize];
         for q in batch {
             table.route(q.lo, q.hi, |e| count[table.target(e).dpu as usize] += 1);
         }
-        for (r, &c) in records.iter_mut().zip(&count) {
-            *r = (*r).max(c);
-        }
-    }
-    records
+        count
+    };
+    let most = |mut a: Vec<u64>, b: Vec<u64>| {
+        a.iter_mut().zip(&b).for_each(|(a, &b)| *a = (*a).max(b));
+        a
+    };
+    batches
+        .par_iter()
+        .map(per_batch)
+        .reduce(|| vec![0u64; dpus as usize], most)
 }
 
 /// Counts every batch of the run for streaming (see [`stream::count`]). Routing looks only
