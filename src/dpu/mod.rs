@@ -270,7 +270,25 @@ impl Dpu {
     }
 }
 
-type TaskletFuture<'k> = Pin<Box<dyn Future<Output = Result<(), KernelError>> + 'k>>;
+/// Polls tasklet `t`'s future, if it has not finished; marks it finished when it returns.
+fn poll_tasklet<F: Future<Output = Result<(), KernelError>>>(
+    slot: &mut Option<Pin<Box<F>>>,
+    cx: &mut Context<'_>,
+    core: &RefCell<Core>,
+    t: u32,
+) -> Result<(), KernelError> {
+    let Some(future) = slot.as_mut() else {
+        return Ok(());
+    };
+    match future.as_mut().poll(cx) {
+        Poll::Pending => Ok(()),
+        Poll::Ready(result) => {
+            *slot = None;
+            core.borrow_mut().finish(t);
+            result
+        }
+    }
+}
 
 /// The deterministic single-threaded executor of one launch.
 fn run<K: Kernel, O: Observer>(
@@ -288,26 +306,15 @@ fn run<K: Kernel, O: Observer>(
             dpu,
         })
         .collect();
-    let mut futures: Vec<Option<TaskletFuture<'_>>> = handles
+    // The kernel's own future type, not a trait object: each poll is a direct call.
+    let mut futures: Vec<Option<Pin<Box<_>>>> = handles
         .iter()
-        .map(|t| Some(Box::pin(kernel.tasklet(t)) as TaskletFuture<'_>))
+        .map(|t| Some(Box::pin(kernel.tasklet(t))))
         .collect();
     let mut cx = Context::from_waker(Waker::noop());
-    let mut poll =
-        |t: u32, futures: &mut Vec<Option<TaskletFuture<'_>>>| -> Result<(), KernelError> {
-            let slot = &mut futures[t as usize];
-            let Some(future) = slot.as_mut() else {
-                return Ok(());
-            };
-            match future.as_mut().poll(&mut cx) {
-                Poll::Pending => Ok(()),
-                Poll::Ready(result) => {
-                    *slot = None;
-                    core.borrow_mut().finish(t);
-                    result
-                }
-            }
-        };
+    let mut poll = |t: u32, futures: &mut Vec<Option<Pin<Box<_>>>>| {
+        poll_tasklet(&mut futures[t as usize], &mut cx, core, t)
+    };
     for t in 0..tasklets {
         poll(t, &mut futures)?;
     }
