@@ -261,7 +261,9 @@ fn div_ceil_fast(num: u64, den: u64, inv: f64) -> u64 {
     if num >= 1 << 53 {
         return num.div_ceil(den);
     }
-    let mut q = (num as f64 * inv) as u64;
+    // Below 2^53 the signed conversions are exact and each one instruction (the unsigned
+    // ones take several on x86-64).
+    let mut q = ((num as i64) as f64 * inv) as i64 as u64;
     while q * den < num {
         q += 1;
     }
