@@ -35,6 +35,7 @@ pub struct Wait<'a> {
 impl Future for Wait<'_> {
     type Output = Result<(), KernelError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let mut core = this.tasklet.core.borrow_mut();
