@@ -35,6 +35,8 @@ pub struct Wait<'a> {
 impl Future for Wait<'_> {
     type Output = Result<(), KernelError>;
 
+    // Compiled into the kernels' futures at each await: as a call of its own it cost
+    // about a tenth of the engine benchmark's time (docs/performance.md).
     #[inline]
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
