@@ -124,7 +124,9 @@ pub struct HostFacts {
 /// The wall time of one phase of a run.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PhaseWall {
+    /// The phase as the progress line names it (`setup` and `batches` at the ends).
     pub phase: String,
+    /// Wall seconds from the phase's start to the next phase's.
     pub wall_s: f64,
 }
 
