@@ -45,6 +45,7 @@ impl SlotQueue {
     /// queue's capacity is refused.
     ///
     /// Panics if `at` is before [`now`](Self::now): time never goes backwards.
+    #[inline]
     pub fn schedule(&mut self, key: u32, at: u64) -> Result<(), QueueFull> {
         assert!(
             at >= self.now,
@@ -71,6 +72,7 @@ impl SlotQueue {
     }
 
     /// Removes and returns the earliest event, advancing [`now`](Self::now) to its time.
+    #[inline]
     pub fn pop(&mut self) -> Option<(u64, u32)> {
         let (at, key) = self.order.pop_front()?;
         assert!(at >= self.now, "time went backwards: {at} < {}", self.now);
