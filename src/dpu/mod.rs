@@ -297,15 +297,7 @@ fn run<K: Kernel, O: Observer>(
     tasklets: u32,
     observer: &mut O,
 ) -> Result<(u64, LaunchStats, Vec<u64>), KernelError> {
-    let dpu = core.borrow().dpu;
-    let handles: Vec<Tasklet> = (0..tasklets)
-        .map(|id| Tasklet {
-            core: Rc::clone(core),
-            id,
-            tasklets,
-            dpu,
-        })
-        .collect();
+    let handles = tasklet_handles(core, tasklets);
     // The kernel's own future type, not a trait object: each poll is a direct call.
     let mut futures: Vec<Option<Pin<Box<_>>>> = handles
         .iter()
@@ -366,8 +358,26 @@ fn run<K: Kernel, O: Observer>(
     }
     drop(futures);
     drop(handles);
-    let mut c = core.borrow_mut();
-    if (0..tasklets).any(|t| !c.is_finished(t)) {
+    launch_outcome(&mut core.borrow_mut(), events)
+}
+
+/// The handles of a launch's `tasklets` tasklets on `core`.
+fn tasklet_handles(core: &Rc<RefCell<Core>>, tasklets: u32) -> Vec<Tasklet> {
+    let dpu = core.borrow().dpu;
+    (0..tasklets)
+        .map(|id| Tasklet {
+            core: Rc::clone(core),
+            id,
+            tasklets,
+            dpu,
+        })
+        .collect()
+}
+
+/// A launch's cycles, counters and per-tasklet finish cycles once no event is left, or the
+/// deadlock that left tasklets waiting.
+fn launch_outcome(c: &mut Core, events: u64) -> Result<(u64, LaunchStats, Vec<u64>), KernelError> {
+    if (0..c.tasklets).any(|t| !c.is_finished(t)) {
         return Err(KernelError::Deadlock {
             cycle: c.now,
             waits: c.waits(),
