@@ -122,6 +122,16 @@ impl Tasklet {
         })
     }
 
+    /// A hint to the host, not a DPU operation: the kernel will soon read `size_bytes` at
+    /// MRAM `mram_addr`, so the host CPU may fetch them into its caches now. Nothing
+    /// simulated changes (no time, no event, no stats).
+    pub fn prefetch_mram(&self, mram_addr: u64, size_bytes: u32) {
+        self.core
+            .borrow()
+            .mram
+            .prefetch(mram_addr, size_bytes as u64);
+    }
+
     /// `mram_write(from, to, size)`: copies `size_bytes` from WRAM to MRAM.
     pub fn mram_write(&self, wram_addr: u32, mram_addr: u64, size_bytes: u32) -> Wait<'_> {
         self.wait(Request::Dma {

@@ -233,7 +233,8 @@ impl Ctx<'_> {
     /// One query on one tree: (answer word, second word of a 16-byte result).
     async fn answer(&self, t: &Tasklet, hot: bool, q: [u64; 3]) -> Result<(u64, u64), KernelError> {
         let kind = self.kernel.kind;
-        let Query { lo, hi, value } = decode_query(kind, q);
+        let query = decode_query(kind, q);
+        let lo = query.lo;
         let (tree, root_wram) = if hot {
             let tree = self
                 .args
@@ -245,6 +246,11 @@ impl Ctx<'_> {
             (&self.args.cold, self.shared.cold_root)
         };
         let per_key = t.cost(Op::WramAccess) + t.cost(Op::SubI64) + t.cost(Op::Alu);
+        // Per pair: load the key, compare with both ends, load and test the value.
+        let per_pair = 2 * t.cost(Op::WramAccess)
+            + 2 * t.cost(Op::SubI64)
+            + 2 * t.cost(Op::Alu)
+            + t.cost(Op::AddI64);
         // Descend: the root from WRAM, each lower level with one MRAM read.
         let mut link = tree.root;
         let mut node_wram = root_wram;
@@ -253,8 +259,6 @@ impl Ctx<'_> {
                 t.with_wram(node_wram, internal_read_bytes(link.used()) as u32, |b| {
                     Internal::new(b, link.used()).child_for(lo)
                 })?;
-            t.compute(PER_NODE_INSTRUCTIONS + per_key * compared as u64)
-                .await?;
             link = child;
             node_wram = self.own.node;
             let size = if level + 1 == tree.height {
@@ -262,11 +266,14 @@ impl Ctx<'_> {
             } else {
                 internal_read_bytes(link.used())
             };
+            t.prefetch_mram(tree.base + link.offset_bytes(), size as u32);
+            t.compute(PER_NODE_INSTRUCTIONS + per_key * compared as u64)
+                .await?;
             t.mram_read(tree.base + link.offset_bytes(), node_wram, size as u32)
                 .await?;
         }
         // Scan leaves from the one holding `lo` until a key beyond `hi`.
-        let (mut count, mut max, mut seen) = (0u64, 0u64, 0u64);
+        let mut acc = RangeAcc::default();
         let mut first_leaf = true;
         loop {
             let size = leaf_read_bytes(link.used()) as u32;
@@ -276,38 +283,20 @@ impl Ctx<'_> {
                 node_wram = self.own.node;
             }
             first_leaf = false;
-            let (next, done, examined, found) = t.with_wram(node_wram, size, |b| {
-                let leaf = Leaf::new(b);
-                let mut examined = 0u64;
-                let mut found = None;
-                for i in 0..leaf.pairs() {
-                    examined += 1;
-                    let k = leaf.key(i);
-                    if k > hi {
-                        return (leaf.next(), true, examined, found);
-                    }
-                    if k >= lo {
-                        let v = leaf.value(i);
-                        match kind {
-                            QueryKind::Get | QueryKind::Predecessor => {
-                                found = Some(v);
-                                return (leaf.next(), true, examined, found);
-                            }
-                            QueryKind::RangeCountIf => count += (v == value) as u64,
-                            QueryKind::RangeMax => {
-                                max = max.max(v);
-                                seen += 1;
-                            }
-                        }
-                    }
-                }
-                (leaf.next(), false, examined, found)
+            let LeafScan {
+                next,
+                done,
+                examined,
+                found,
+            } = t.with_wram(node_wram, size, |b| {
+                scan_leaf(&Leaf::new(b), kind, &query, &mut acc)
             })?;
-            // Per pair: load the key, compare with both ends, load and test the value.
-            let per_pair = 2 * t.cost(Op::WramAccess)
-                + 2 * t.cost(Op::SubI64)
-                + 2 * t.cost(Op::Alu)
-                + t.cost(Op::AddI64);
+            if !done && next != NO_LINK {
+                t.prefetch_mram(
+                    tree.base + next.offset_bytes(),
+                    leaf_read_bytes(next.used()) as u32,
+                );
+            }
             t.compute(PER_NODE_INSTRUCTIONS + per_pair * examined)
                 .await?;
             if let Some(v) = found {
@@ -322,8 +311,67 @@ impl Ctx<'_> {
             QueryKind::Get | QueryKind::Predecessor => {
                 Err(t.fail(format!("get of key {lo}: the key is not in its tree")))
             }
-            QueryKind::RangeCountIf => Ok((count, 0)),
-            QueryKind::RangeMax => Ok((max, seen)),
+            QueryKind::RangeCountIf => Ok((acc.count, 0)),
+            QueryKind::RangeMax => Ok((acc.max, acc.seen)),
         }
+    }
+}
+
+/// What a range query has gathered over the leaves scanned so far.
+#[derive(Debug, Default, Clone, Copy)]
+struct RangeAcc {
+    /// Range-count-if: pairs in range whose value matched.
+    count: u64,
+    /// Range-max: the largest value in range, and the pairs in range.
+    max: u64,
+    seen: u64,
+}
+
+/// One leaf's part of a query's scan.
+struct LeafScan {
+    next: Link,
+    /// A key beyond the range ended the scan (or a get found its key).
+    done: bool,
+    /// Pairs examined, the one beyond the range included.
+    examined: u64,
+    /// A get's value.
+    found: Option<u64>,
+}
+
+/// Scans `leaf` for `query` from its first pair until a key beyond `query.hi`, adding the
+/// pairs in range to `acc`. A plain function, not part of the kernel's future, so that the
+/// accumulators stay in registers (in the future they were stored back on every pair).
+fn scan_leaf(leaf: &Leaf, kind: QueryKind, query: &Query, acc: &mut RangeAcc) -> LeafScan {
+    let mut a = *acc;
+    let (mut examined, mut done, mut found) = (0u64, false, None);
+    for (k, v) in leaf.pairs_iter() {
+        examined += 1;
+        if k > query.hi {
+            done = true;
+            break;
+        }
+        let inside = k >= query.lo;
+        match kind {
+            QueryKind::Get | QueryKind::Predecessor => {
+                if inside {
+                    (found, done) = (Some(v), true);
+                    break;
+                }
+            }
+            QueryKind::RangeCountIf => a.count += (inside & (v == query.value)) as u64,
+            QueryKind::RangeMax => {
+                if inside {
+                    a.max = a.max.max(v);
+                    a.seen += 1;
+                }
+            }
+        }
+    }
+    *acc = a;
+    LeafScan {
+        next: leaf.next(),
+        done,
+        examined,
+        found,
     }
 }
