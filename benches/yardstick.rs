@@ -110,6 +110,14 @@ fn main() {
         report.host.simulated_events / 1_000_000,
         report.answers_verified
     );
+    let phases: Vec<String> = (report.host.phases.iter())
+        .map(|p| format!("{} {:.2} s", p.phase, p.wall_s))
+        .collect();
+    println!(
+        "simulation phases: {} (DPU simulation {:.2} s of the batches)",
+        phases.join(", "),
+        report.host.kernel_wall_s
+    );
     drop(report);
     pimdes::experiments::estimate::release_free_memory();
 
