@@ -149,18 +149,13 @@ enum Batches {
 
 /// B+-Forest placed on a machine, with its reference answers.
 pub struct BForest {
-    machine: Machine,
-    kind: QueryKind,
-    tasklets: u32,
+    forest: Forest,
     partitioner: String,
     policies: Policies,
     prepared: Prepared,
     partitioning: Partitioning,
-    table: RoutingTable,
     batches: Batches,
     system: System,
-    layouts: Vec<DpuLayout>,
-    trees: Vec<DpuTrees>,
     mram: MramNeed,
     tally: Tally,
     count_both_ends: bool,
@@ -168,6 +163,31 @@ pub struct BForest {
     stream_fragments: u64,
     /// How far a streamed batch has come (its fragments evaluated), for progress lines.
     meter: std::sync::Arc<crate::meter::Meter>,
+}
+
+/// The forest as placed on the machine: what every stage of a batch looks at (its
+/// [`BatchEnv`]). A field of its own, so that the env borrows it alone while the batch
+/// runs on `&mut` [`System`].
+struct Forest {
+    machine: Machine,
+    kind: QueryKind,
+    tasklets: u32,
+    table: RoutingTable,
+    layouts: Vec<DpuLayout>,
+    trees: Vec<DpuTrees>,
+}
+
+impl Forest {
+    fn env(&self) -> BatchEnv<'_> {
+        BatchEnv {
+            kind: self.kind,
+            machine: &self.machine,
+            tasklets: self.tasklets,
+            table: &self.table,
+            layouts: &self.layouts,
+            trees: &self.trees,
+        }
+    }
 }
 
 impl BForest {
@@ -240,18 +260,20 @@ impl BForest {
             }
         };
         Ok(BForest {
-            machine: machine.clone(),
-            kind: workload.kind,
-            tasklets: workload.tasklets,
+            forest: Forest {
+                machine: machine.clone(),
+                kind: workload.kind,
+                tasklets: workload.tasklets,
+                table,
+                layouts,
+                trees,
+            },
             partitioner: partitioner.name().to_owned(),
             policies,
             prepared,
             partitioning,
-            table,
             batches,
             system,
-            layouts,
-            trees,
             mram,
             tally: Tally::default(),
             count_both_ends: workload.count_both_ends,
@@ -278,14 +300,7 @@ impl BForest {
             unreachable!("a held batch")
         };
         let n = (queries as usize).min(held[batch as usize].len());
-        let env = BatchEnv {
-            kind: self.kind,
-            machine: &self.machine,
-            tasklets: self.tasklets,
-            table: &self.table,
-            layouts: &self.layouts,
-            trees: &self.trees,
-        };
+        let env = self.forest.env();
         let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
         let started = std::time::Instant::now();
         let per_launch = evaluate_launches(
@@ -301,7 +316,7 @@ impl BForest {
         let post =
             policies::postprocess(&*self.policies.postprocessing, &env, &routed, &evaluated, n);
         super::verify(
-            self.kind,
+            env.kind,
             batch,
             &post.answers,
             &reference.answers(batch as usize),
@@ -350,14 +365,7 @@ impl BForest {
         let counted = &counted[batch as usize];
         assert_eq!(queries, counted.shape.queries, "streamed batches are whole");
         assert_eq!(*record, Record::Nothing, "streamed batches are not traced");
-        let env = BatchEnv {
-            kind: self.kind,
-            machine: &self.machine,
-            tasklets: self.tasklets,
-            table: &self.table,
-            layouts: &self.layouts,
-            trees: &self.trees,
-        };
+        let env = self.forest.env();
         let streamer = stream::Streamer {
             env: &env,
             routing: &*self.policies.routing,
@@ -408,7 +416,7 @@ impl BForest {
         kernel: &[Vec<Time>],
     ) -> Program {
         let launches = kernel.len() as u32;
-        let mut steps = vec![host_step(&self.machine, 0, "route and pack", route)];
+        let mut steps = vec![host_step(&self.forest.machine, 0, "route and pack", route)];
         for (l, dpu_time) in kernel.iter().enumerate() {
             let part = launch_shape(shape, l as u32, launches);
             let push = self.policies.routing.cost(env, &part).bytes;
@@ -420,7 +428,7 @@ impl BForest {
             });
             steps.push(Self::transfer(3, Direction::DpuCpu, pull));
         }
-        steps.push(host_step(&self.machine, 4, "merge", merge));
+        steps.push(host_step(&self.forest.machine, 4, "merge", merge));
         Program {
             stages: STAGES.to_vec(),
             steps,
@@ -469,7 +477,7 @@ impl Index for BForest {
 
     fn init_programs(&self) -> Vec<(&'static str, Program)> {
         init_programs(
-            &self.machine,
+            &self.forest.machine,
             &self.prepared,
             &self.partitioning,
             self.batch_size,
