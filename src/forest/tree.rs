@@ -325,7 +325,11 @@ mod tests {
         let mut seen = Vec::new();
         while link != NO_LINK {
             let leaf = Leaf::new(t.node_bytes(link, true));
-            seen.extend((0..leaf.pairs()).map(|i| (leaf.key(i), leaf.value(i))));
+            let by_index: Vec<(u64, u64)> = (0..leaf.pairs())
+                .map(|i| (leaf.key(i), leaf.value(i)))
+                .collect();
+            assert!(leaf.pairs_iter().eq(by_index.iter().copied()));
+            seen.extend(by_index);
             link = leaf.next();
         }
         assert_eq!(seen, data);
