@@ -182,14 +182,8 @@ impl Kernel for ForestKernel {
 /// Reads the node `link` points to into WRAM `to`: one DMA of its used bytes.
 async fn read_node(t: &Tasklet, tree: &TreeArgs, link: Link, to: u32) -> Result<(), KernelError> {
     // Only roots are read this way; a root is a leaf only in a one-level tree.
-    let leaf = tree.height == 1;
-    let size = if leaf {
-        leaf_read_bytes(link.used())
-    } else {
-        internal_read_bytes(link.used())
-    };
-    t.mram_read(tree.base + link.offset_bytes(), to, size as u32)
-        .await
+    let size = node_read_bytes(link, tree.height == 1);
+    t.mram_read(tree.base + link.offset_bytes(), to, size).await
 }
 
 struct Ctx<'a> {
@@ -230,27 +224,23 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// The tree a query goes to, and where its root is cached in WRAM.
+    fn tree(&self, t: &Tasklet, hot: bool) -> Result<(&TreeArgs, u32), KernelError> {
+        if !hot {
+            return Ok((&self.args.cold, self.shared.cold_root));
+        }
+        let tree = (self.args.hot.as_ref())
+            .ok_or_else(|| t.fail("a hot query arrived on a DPU without a hot tree"))?;
+        Ok((tree, self.shared.hot_root))
+    }
+
     /// One query on one tree: (answer word, second word of a 16-byte result).
     async fn answer(&self, t: &Tasklet, hot: bool, q: [u64; 3]) -> Result<(u64, u64), KernelError> {
         let kind = self.kernel.kind;
         let query = decode_query(kind, q);
         let lo = query.lo;
-        let (tree, root_wram) = if hot {
-            let tree = self
-                .args
-                .hot
-                .as_ref()
-                .ok_or_else(|| t.fail("a hot query arrived on a DPU without a hot tree"))?;
-            (tree, self.shared.hot_root)
-        } else {
-            (&self.args.cold, self.shared.cold_root)
-        };
-        let per_key = t.cost(Op::WramAccess) + t.cost(Op::SubI64) + t.cost(Op::Alu);
-        // Per pair: load the key, compare with both ends, load and test the value.
-        let per_pair = 2 * t.cost(Op::WramAccess)
-            + 2 * t.cost(Op::SubI64)
-            + 2 * t.cost(Op::Alu)
-            + t.cost(Op::AddI64);
+        let (tree, root_wram) = self.tree(t, hot)?;
+        let (per_key, per_pair) = walk_costs(t);
         // Descend: the root from WRAM, each lower level with one MRAM read.
         let mut link = tree.root;
         let mut node_wram = root_wram;
@@ -261,22 +251,19 @@ impl Ctx<'_> {
                 })?;
             link = child;
             node_wram = self.own.node;
-            let size = if level + 1 == tree.height {
-                leaf_read_bytes(link.used())
-            } else {
-                internal_read_bytes(link.used())
-            };
-            t.prefetch_mram(tree.base + link.offset_bytes(), size as u32);
+            let size = node_read_bytes(link, level + 1 == tree.height);
+            let addr = tree.base + link.offset_bytes();
+            // The child's address is known: let the host fetch it during the compute.
+            t.prefetch_mram(addr, size);
             t.compute(PER_NODE_INSTRUCTIONS + per_key * compared as u64)
                 .await?;
-            t.mram_read(tree.base + link.offset_bytes(), node_wram, size as u32)
-                .await?;
+            t.mram_read(addr, node_wram, size).await?;
         }
         // Scan leaves from the one holding `lo` until a key beyond `hi`.
         let mut acc = RangeAcc::default();
         let mut first_leaf = true;
         loop {
-            let size = leaf_read_bytes(link.used()) as u32;
+            let size = node_read_bytes(link, true);
             if !first_leaf {
                 t.mram_read(tree.base + link.offset_bytes(), self.own.node, size)
                     .await?;
@@ -292,10 +279,7 @@ impl Ctx<'_> {
                 scan_leaf(&Leaf::new(b), kind, &query, &mut acc)
             })?;
             if !done && next != NO_LINK {
-                t.prefetch_mram(
-                    tree.base + next.offset_bytes(),
-                    leaf_read_bytes(next.used()) as u32,
-                );
+                t.prefetch_mram(tree.base + next.offset_bytes(), node_read_bytes(next, true));
             }
             t.compute(PER_NODE_INSTRUCTIONS + per_pair * examined)
                 .await?;
@@ -315,6 +299,28 @@ impl Ctx<'_> {
             QueryKind::RangeMax => Ok((acc.max, acc.seen)),
         }
     }
+}
+
+/// Instructions of the tree walk's inner steps on this machine: one key compared in an
+/// internal node (load it, compare, branch), and one pair scanned in a leaf (load the key,
+/// compare with both ends, load and test the value).
+fn walk_costs(t: &Tasklet) -> (u64, u64) {
+    let per_key = t.cost(Op::WramAccess) + t.cost(Op::SubI64) + t.cost(Op::Alu);
+    let per_pair = 2 * t.cost(Op::WramAccess)
+        + 2 * t.cost(Op::SubI64)
+        + 2 * t.cost(Op::Alu)
+        + t.cost(Op::AddI64);
+    (per_key, per_pair)
+}
+
+/// Bytes one DMA reads of the node `link` points to: its used part.
+fn node_read_bytes(link: Link, leaf: bool) -> u32 {
+    let bytes = if leaf {
+        leaf_read_bytes(link.used())
+    } else {
+        internal_read_bytes(link.used())
+    };
+    bytes as u32
 }
 
 /// What a range query has gathered over the leaves scanned so far.

@@ -230,35 +230,18 @@ impl BForest {
         } else {
             "generating batches"
         });
-        let (mut held, counted, records) =
+        let (held, counted, records) =
             batches_up_front(machine, workload, &policies, &prepared, &table);
         let mram = check_mram(machine, workload, &partitioning, &prepared, &records)?;
         progress.phase("building trees");
         progress.meter.start(prepared.data.chunks() as u64);
         let mut system = System::new(machine);
-        let (reference, layouts, trees) = build(
+        let (batches, layouts, trees) = build_batches(
             &mut system,
-            (workload.kind, &progress.meter),
-            &prepared,
-            &partitioning,
-            &held,
+            (workload, &progress.meter),
+            (&prepared, &partitioning),
+            (held, counted),
         );
-        if !workload.kind.is_range() {
-            for (b, batch) in held.iter_mut().enumerate() {
-                reference.resolved_gets(b, batch);
-            }
-        }
-        let batches = if streams {
-            Batches::Streamed {
-                counted,
-                chunks: chunks_per_dpu(&partitioning),
-            }
-        } else {
-            Batches::Held {
-                queries: held,
-                reference,
-            }
-        };
         Ok(BForest {
             forest: Forest {
                 machine: machine.clone(),
@@ -584,6 +567,36 @@ struct PoliciesReport {
     routing: PolicyReport,
     evaluation: PolicyReport,
     postprocessing: PolicyReport,
+}
+
+/// Builds the trees (see [`build`]) and keeps what the batches will need: held batches
+/// with their reference answers (gets resolved to the keys they find), or streamed
+/// batches' counted shapes with each DPU's chunks.
+fn build_batches(
+    system: &mut System,
+    (workload, meter): (&Workload, &crate::meter::Meter),
+    (prepared, partitioning): (&Prepared, &Partitioning),
+    (mut held, counted): (Vec<Vec<Query>>, Vec<stream::Counted>),
+) -> (Batches, Vec<DpuLayout>, Vec<DpuTrees>) {
+    let kind = workload.kind;
+    let (reference, layouts, trees) = build(system, (kind, meter), prepared, partitioning, &held);
+    if !kind.is_range() {
+        for (b, batch) in held.iter_mut().enumerate() {
+            reference.resolved_gets(b, batch);
+        }
+    }
+    let batches = if workload.streams() {
+        Batches::Streamed {
+            counted,
+            chunks: chunks_per_dpu(partitioning),
+        }
+    } else {
+        Batches::Held {
+            queries: held,
+            reference,
+        }
+    };
+    (batches, layouts, trees)
 }
 
 /// Builds every DPU's trees straight into its MRAM (only their shape is kept on the side, so
