@@ -5,6 +5,7 @@
 use super::reference::Answer;
 use crate::partition::RoutingTable;
 use crate::workload::{Query, QueryKind};
+use rayon::prelude::*;
 
 /// The queries one DPU receives in a batch.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,6 +35,37 @@ impl DpuBatch {
             cold: self.cold[r.start.min(c)..r.end.min(c)].to_vec(),
             hot: self.hot[r.start.max(c) - c..r.end.max(c) - c].to_vec(),
             origin: self.origin[r.clone()].to_vec(),
+        }
+    }
+}
+
+/// One DPU's fragments as they arrive, piece after piece of a batch routed in pieces: joined
+/// in piece order, they are the batch routing the whole gives (a routing policy routes each
+/// query on its own).
+#[derive(Default)]
+pub struct Gathered {
+    cold: Vec<Query>,
+    hot: Vec<Query>,
+    cold_origin: Vec<u32>,
+    hot_origin: Vec<u32>,
+}
+
+impl Gathered {
+    /// Appends a piece's fragments, whose origins count from `offset`.
+    pub fn append(&mut self, b: &DpuBatch, offset: u32) {
+        let (cold, hot) = b.origin.split_at(b.cold.len());
+        self.cold_origin.extend(cold.iter().map(|&i| i + offset));
+        self.hot_origin.extend(hot.iter().map(|&i| i + offset));
+        self.cold.extend_from_slice(&b.cold);
+        self.hot.extend_from_slice(&b.hot);
+    }
+
+    pub fn into_batch(mut self) -> DpuBatch {
+        self.cold_origin.append(&mut self.hot_origin);
+        DpuBatch {
+            cold: self.cold,
+            hot: self.hot,
+            origin: self.cold_origin,
         }
     }
 }
@@ -95,6 +127,40 @@ pub fn route_batch(
         })
         .collect();
     (batches, stats)
+}
+
+/// Queries per piece of [`route_in_pieces`].
+const ROUTE_PIECE_QUERIES: usize = 1 << 16;
+
+/// `route(queries)` for a router that routes each query on its own (as every routing policy
+/// does), computed piece by piece on rayon's threads: each DPU's fragments are joined in
+/// piece order, so the batches are the ones `route(queries)` gives. `route` must give
+/// `dpus` batches.
+pub fn route_in_pieces(
+    queries: &[Query],
+    dpus: usize,
+    route: impl Fn(&[Query]) -> Vec<DpuBatch> + Sync,
+) -> Vec<DpuBatch> {
+    if queries.len() <= ROUTE_PIECE_QUERIES {
+        return route(queries);
+    }
+    let pieces: Vec<Vec<DpuBatch>> = queries
+        .par_chunks(ROUTE_PIECE_QUERIES)
+        .map(&route)
+        .collect();
+    for piece in &pieces {
+        assert_eq!(piece.len(), dpus, "a router gives every DPU a batch");
+    }
+    (0..dpus)
+        .into_par_iter()
+        .map(|d| {
+            let mut gathered = Gathered::default();
+            for (k, piece) in pieces.iter().enumerate() {
+                gathered.append(&piece[d], (k * ROUTE_PIECE_QUERIES) as u32);
+            }
+            gathered.into_batch()
+        })
+        .collect()
 }
 
 // The record formats, in one place: the host encodes queries and decodes results with
@@ -187,20 +253,77 @@ pub fn merge(
     results: &[Vec<Answer>],
     queries: usize,
 ) -> Vec<Answer> {
-    let mut answers: Vec<Answer> = match kind {
-        QueryKind::RangeCountIf => vec![Some(0); queries],
-        _ => vec![None; queries],
-    };
+    let mut answers = unmerged(kind, queries);
     for (b, r) in batches.iter().zip(results) {
         debug_assert_eq!(b.origin.len(), r.len());
         for (&i, &partial) in b.origin.iter().zip(r) {
             let slot = &mut answers[i as usize];
-            *slot = match (kind, *slot, partial) {
-                (QueryKind::RangeCountIf, Some(a), Some(p)) => Some(a + p),
-                (QueryKind::RangeMax, a, p) => a.max(p),
-                (_, _, p) => p,
-            };
+            *slot = combine(kind, *slot, partial);
         }
     }
     answers
+}
+
+/// Answers per piece of [`merge_parallel`].
+const MERGE_PIECE_ANSWERS: usize = 1 << 16;
+
+/// [`merge`] on rayon's threads, with the same answers: each piece of the answers takes its
+/// queries' partial results from every DPU in DPU order, cold then hot, as `merge` does. It
+/// finds them by binary search, so it needs each DPU's cold origins and hot origins in
+/// ascending order (routing gives them in query order); otherwise it calls `merge`.
+pub fn merge_parallel(
+    kind: QueryKind,
+    batches: &[DpuBatch],
+    results: &[Vec<Answer>],
+    queries: usize,
+) -> Vec<Answer> {
+    assert_eq!(batches.len(), results.len(), "one result list per DPU");
+    let ascending = batches.par_iter().zip(results).all(|(b, r)| {
+        assert_eq!(b.origin.len(), r.len(), "one partial result per fragment");
+        let (cold, hot) = b.origin.split_at(b.cold.len());
+        cold.is_sorted() && hot.is_sorted()
+    });
+    if !ascending || queries <= MERGE_PIECE_ANSWERS {
+        return merge(kind, batches, results, queries);
+    }
+    let mut answers = unmerged(kind, queries);
+    let pieces = answers.par_chunks_mut(MERGE_PIECE_ANSWERS).enumerate();
+    pieces.for_each(|(k, piece)| {
+        let from = (k * MERGE_PIECE_ANSWERS) as u32;
+        let to = from + piece.len() as u32;
+        for (b, r) in batches.iter().zip(results) {
+            let c = b.cold.len();
+            for run in [0..c, c..b.origin.len()] {
+                let origin = &b.origin[run.clone()];
+                let (lo, hi) = (
+                    origin.partition_point(|&i| i < from),
+                    origin.partition_point(|&i| i < to),
+                );
+                let partials = &r[run.start + lo..run.start + hi];
+                for (&i, &partial) in origin[lo..hi].iter().zip(partials) {
+                    let slot = &mut piece[(i - from) as usize];
+                    *slot = combine(kind, *slot, partial);
+                }
+            }
+        }
+    });
+    answers
+}
+
+/// The answers before any partial result: a count starts at zero, the others at none.
+fn unmerged(kind: QueryKind, queries: usize) -> Vec<Answer> {
+    match kind {
+        QueryKind::RangeCountIf => vec![Some(0); queries],
+        _ => vec![None; queries],
+    }
+}
+
+/// A query's answer so far with one more partial result: sum for count, max for max, the
+/// partial itself for a get.
+fn combine(kind: QueryKind, so_far: Answer, partial: Answer) -> Answer {
+    match (kind, so_far, partial) {
+        (QueryKind::RangeCountIf, Some(a), Some(p)) => Some(a + p),
+        (QueryKind::RangeMax, a, p) => a.max(p),
+        (_, _, p) => p,
+    }
 }

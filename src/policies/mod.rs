@@ -14,7 +14,9 @@
 
 use crate::dpu::{LaunchError, LaunchReport, TaskletTimeline};
 use crate::engine::Time;
-use crate::forest::batch::{DpuBatch, merge, query_buffer_bytes, result_buffer_bytes, route_batch};
+use crate::forest::batch::{
+    DpuBatch, merge_parallel, query_buffer_bytes, result_buffer_bytes, route_batch, route_in_pieces,
+};
 use crate::forest::build::DpuTrees;
 use crate::forest::image::{DpuLayout, query_buffer, read_results};
 use crate::forest::kernel::{ForestKernel, WorkSplit};
@@ -25,6 +27,7 @@ use crate::partition::RoutingTable;
 use crate::system::System;
 use crate::system::program::TransferKind;
 use crate::workload::{Query, QueryKind};
+use rayon::prelude::*;
 use std::ops::Range;
 
 /// Named per-batch measurements of a stage.
@@ -109,9 +112,11 @@ pub trait RoutingPolicy: Send + Sync {
     fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost;
 }
 
-/// Routes `queries` with `policy`, and prices the result.
+/// Routes `queries` with `policy` on rayon's threads (see [`route_in_pieces`]), and prices
+/// the result.
 pub fn route(policy: &dyn RoutingPolicy, env: &BatchEnv, queries: &[Query]) -> Routed {
-    let batches = policy.route(env, queries);
+    let dpus = env.machine.dpus as usize;
+    let batches = route_in_pieces(queries, dpus, |piece| policy.route(env, piece));
     let cost = policy.cost(env, &Shape::of(queries.len() as u64, &batches));
     Routed {
         batches,
@@ -362,18 +367,16 @@ impl EvaluationPolicy for TaskletEvaluation {
     ) -> Result<Part, LaunchError> {
         let layouts = &env.layouts[dpus.clone()];
         let mine = &batches[dpus.clone()];
-        for ((dpu, layout), batch) in system.dpus_mut()[dpus.clone()]
-            .iter_mut()
+        (system.dpus_mut()[dpus.clone()].par_iter_mut())
             .zip(layouts)
             .zip(mine)
-        {
-            dpu.mram_mut()
-                .write(layout.query_base, &query_buffer(env.kind, batch));
-        }
+            .for_each(|((dpu, layout), batch)| {
+                dpu.mram_mut()
+                    .write(layout.query_base, &query_buffer(env.kind, batch));
+            });
         let reports =
             system.launch_range(&self.kernel(env, batches), env.tasklets, dpus.clone())?;
-        let results = system.dpus()[dpus]
-            .iter()
+        let results = (system.dpus()[dpus].par_iter())
             .zip(layouts)
             .zip(mine)
             .map(|((d, l), b)| read_results(d.mram(), l, env.kind, b.len() as u64))
@@ -413,7 +416,7 @@ impl PostprocessingPolicy for HostMerge {
         results: &[Vec<Answer>],
         queries: usize,
     ) -> Vec<Answer> {
-        merge(env.kind, batches, results, queries)
+        merge_parallel(env.kind, batches, results, queries)
     }
 
     fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost {

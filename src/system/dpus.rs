@@ -63,8 +63,11 @@ impl System {
         tasklets: u32,
         dpus: std::ops::Range<usize>,
     ) -> Result<Vec<LaunchReport>, LaunchError> {
+        // One DPU per rayon job: a DPU's launch costs up to ten times another's, and jobs of
+        // many DPUs left one thread finishing a long run of them while the other idled.
         let results: Vec<Result<LaunchReport, LaunchError>> = self.dpus[dpus]
             .par_iter_mut()
+            .with_max_len(1)
             .map(|d| {
                 d.launch(kernel, tasklets).map_err(|error| LaunchError {
                     dpu: d.index(),

@@ -616,23 +616,34 @@ fn build(
         meter.add(1);
     };
     let (cold_chunks, hot_chunks) = chunks_per_dpu(partitioning);
+    // Each worker builds into two buffers it takes from this pool and gives back, DPU after
+    // DPU, so an image's bytes are allocated and touched once per worker, not once per DPU.
+    let scratches = std::sync::Mutex::new(Vec::<TreeScratch>::new());
     let built: Vec<(DpuLayout, DpuTrees)> = system
         .dpus_mut()
         .par_iter_mut()
+        // One DPU per rayon job, so that the build ends on every thread together.
+        .with_max_len(1)
         .enumerate()
-        // Each worker builds into the same two buffers DPU after DPU, so an image's bytes
-        // are allocated and touched once per worker, not once per DPU.
-        .map_init(TreeScratch::default, |scratch, (d, dpu)| {
+        .map(|(d, dpu)| {
+            let mut scratch = lock(&scratches).pop().unwrap_or_default();
             let chunks = (cold_chunks[d].as_slice(), hot_chunks[d].as_slice());
-            let mut t = build_dpu_trees_into(&prepared.data, chunks, &visit, scratch);
+            let mut t = build_dpu_trees_into(&prepared.data, chunks, &visit, &mut scratch);
             let layout = DpuLayout::new(&t);
             write_trees(dpu.mram_mut(), &layout, &t);
             scratch.reclaim(&mut t);
+            lock(&scratches).push(scratch);
             (layout, t)
         })
         .collect();
     let (layouts, trees) = built.into_iter().unzip();
     (reference, layouts, trees)
+}
+
+/// The pool's list, also after a worker panicked holding it (a list of spare buffers stays
+/// valid).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Reruns the kernels of the DPUs `record` asks for, recording their tasklets; a rerun

@@ -24,7 +24,7 @@
 
 use super::distinct_queries;
 use crate::dpu::LaunchReport;
-use crate::forest::batch::{DpuBatch, launch_records};
+use crate::forest::batch::{DpuBatch, Gathered, launch_records};
 use crate::forest::build::chunk_key_range;
 #[cfg(doc)]
 use crate::forest::build::chunks_per_dpu;
@@ -158,35 +158,6 @@ pub fn runs(fragments: &[u64], dpus: Range<usize>, budget: u64) -> Vec<Range<usi
     out
 }
 
-/// One DPU's fragments as they arrive, slab after slab.
-#[derive(Default)]
-struct Gathered {
-    cold: Vec<Query>,
-    hot: Vec<Query>,
-    cold_origin: Vec<u32>,
-    hot_origin: Vec<u32>,
-}
-
-impl Gathered {
-    /// Appends a slab's fragments, whose origins count from `offset`.
-    fn append(&mut self, b: DpuBatch, offset: u32) {
-        let (cold, hot) = b.origin.split_at(b.cold.len());
-        self.cold_origin.extend(cold.iter().map(|&i| i + offset));
-        self.hot_origin.extend(hot.iter().map(|&i| i + offset));
-        self.cold.extend(b.cold);
-        self.hot.extend(b.hot);
-    }
-
-    fn into_batch(mut self) -> DpuBatch {
-        self.cold_origin.append(&mut self.hot_origin);
-        DpuBatch {
-            cold: self.cold,
-            hot: self.hot,
-            origin: self.cold_origin,
-        }
-    }
-}
-
 /// The key ranges the chunks of DPUs `group` own, sorted and merged where they touch.
 pub fn key_ranges(
     partitioning: &Partitioning,
@@ -273,7 +244,7 @@ pub fn route_group(
         for (k, slab) in routed.into_iter().enumerate() {
             let offset = ((first * SLABS_AT_ONCE + k) * slab_queries) as u32;
             for (g, b) in gathered.iter_mut().zip(slab) {
-                g.append(b, offset);
+                g.append(&b, offset);
             }
         }
     }
