@@ -3,11 +3,12 @@
 //!
 //! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `index` ->
 //! `policies` -> `forest`, `pimtree`, `partition`, `workload` -> `host` -> `system` -> `dpu` ->
-//! `trace`, `machine` -> `engine`, `config`, `rng`, `meter` (progress of long phases); `output` (safe output files) serves `cli`
+//! `trace`, `machine` -> `engine`, `config`, `rng`, `meter` (progress of long phases), `cache` (host cache hints); `output` (safe output files) serves `cli`
 //! and `experiments`. `error` is the commands' top-level error
 //! (exit codes); input errors live in `config`. The system executor runs the batch programs
 //! that indexes write; `host` prices single operations on it.
 
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod dpu;

@@ -82,22 +82,15 @@ impl Mram {
         if !self.contains(addr, size) {
             return;
         }
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            let (first, end) = (addr as usize, (addr + size) as usize);
-            let mut at = first & !63;
-            while at < end {
-                let (page, offset) = (at / PAGE_BYTES, at % PAGE_BYTES);
-                if let Some(Some(p)) = self.pages.get(page) {
-                    // SAFETY: the address is inside a live page; a prefetch never faults.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.as_ptr().add(offset).cast()) };
-                }
-                at += 64;
+        let (first, end) = (addr as usize, (addr + size) as usize);
+        let mut at = first & !63;
+        while at < end {
+            let (page, offset) = (at / PAGE_BYTES, at % PAGE_BYTES);
+            if let Some(Some(p)) = self.pages.get(page) {
+                crate::cache::prefetch(p.as_ptr().wrapping_add(offset));
             }
+            at += 64;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (addr, size);
     }
 
     /// Copies `out.len()` bytes at `addr` into `out`.
