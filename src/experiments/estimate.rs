@@ -22,8 +22,10 @@ const PER_DPU_BYTES: u64 = 10 << 10;
 const PER_PAIR_BYTES: u64 = 20;
 /// Per query of every batch, all generated up front (measured: 0.7 M more queries, 46 MB),
 /// and the reference's sorted copy of it (24 bytes; measured at paper scale: +469 MB for
-/// 30 M queries after the copy, 16 bytes more per query).
-const PER_QUERY_BYTES: u64 = 86;
+/// 30 M queries after the copy, 16 bytes more per query), which since 2026-12-05 keeps
+/// each query's index beside it (measured at paper scale: peak RSS 11.17 GB against 11.05
+/// GB, 4 bytes more per query).
+const PER_QUERY_BYTES: u64 = 90;
 /// Per chunk of the partitioners' chunk boundaries and loads (`partition` holds only
 /// these, never the pairs; measured: 2^30 pairs in chunks of 300, 3.58 M chunks, 146 MB
 /// peak, about 41 bytes each, rounded up).

@@ -38,37 +38,34 @@ pub struct Reference {
 
 /// Every query of every batch, sorted by lower end, with a sampled first level.
 struct SortedQueries {
-    /// The queries in that order, so that a chunk's visit reads them sequentially.
-    queries: Vec<Query>,
-    /// Each one's position in the per-query vectors of [`Reference`].
-    index: Vec<u32>,
-    /// Every [`SAMPLE_EVERY`]-th lower end of `queries`: a small first level for the
+    /// The queries in that order, each with its position in the per-query vectors of
+    /// [`Reference`], so that a chunk's visit reads them sequentially.
+    entries: Vec<(Query, u32)>,
+    /// Every [`SAMPLE_EVERY`]-th lower end of `entries`: a small first level for the
     /// searches each chunk's visit makes.
     lo_sample: Vec<u64>,
 }
 
 impl SortedQueries {
-    /// `starts`: where each batch begins, as [`starts`] gives it.
-    fn new(batches: &[&[Query]], starts: &[usize]) -> SortedQueries {
-        let total = starts[batches.len()];
+    fn new(batches: &[&[Query]]) -> SortedQueries {
+        let total: usize = batches.iter().map(|b| b.len()).sum();
         assert!(
             u32::try_from(total).is_ok(),
             "the reference indexes its {total} queries with 32 bits"
         );
-        // Whole queries are sorted, not keys to gather them by afterwards: a gather from
-        // random places in the batches waited on a cache and TLB miss per query.
-        let mut keyed: Vec<(Query, u32)> = Vec::with_capacity(total);
         let all = batches.iter().flat_map(|b| b.iter());
-        keyed.extend(all.enumerate().map(|(i, &q)| (q, i as u32)));
-        // The keys are distinct (by index), so the unstable sort is deterministic.
-        keyed.par_sort_unstable_by_key(|&(q, i)| (q.lo, i));
-        let queries: Vec<Query> = keyed.par_iter().map(|&(q, _)| q).collect();
-        let lo_sample = queries.iter().step_by(SAMPLE_EVERY).map(|q| q.lo).collect();
-        SortedQueries {
-            index: keyed.par_iter().map(|&(_, i)| i).collect(),
-            queries,
-            lo_sample,
-        }
+        let mut entries: Vec<(Query, u32)> = Vec::with_capacity(total);
+        entries.extend(all.enumerate().map(|(i, &q)| (q, i as u32)));
+        // Whole queries are sorted, not keys to gather them by afterwards: a gather from
+        // random places in the batches waited on a cache and TLB miss per query. The keys
+        // are distinct (by index), so the unstable sort is deterministic.
+        entries.par_sort_unstable_by_key(|&(q, i)| (q.lo, i));
+        let lo_sample = entries
+            .iter()
+            .step_by(SAMPLE_EVERY)
+            .map(|e| e.0.lo)
+            .collect();
+        SortedQueries { entries, lo_sample }
     }
 
     /// The partition point of `pred` over the sorted lower ends, searching the samples
@@ -81,8 +78,8 @@ impl SortedQueries {
         }
         // Entry (s - 1) * SAMPLE_EVERY holds; the boundary lies in the window after it.
         let from = (s - 1) * SAMPLE_EVERY;
-        let to = (s * SAMPLE_EVERY).min(self.queries.len());
-        from + self.queries[from..to].partition_point(|q| pred(q.lo))
+        let to = (s * SAMPLE_EVERY).min(self.entries.len());
+        from + self.entries[from..to].partition_point(|e| pred(e.0.lo))
     }
 }
 
@@ -112,7 +109,7 @@ impl Reference {
         Reference {
             kind,
             width_minus_one,
-            sorted: SortedQueries::new(batches, &starts),
+            sorted: SortedQueries::new(batches),
             starts,
             acc: atomics(total, || AtomicU64::new(0)),
             found: atomics(total, || AtomicBool::new(false)),
@@ -133,7 +130,7 @@ impl Reference {
         let s = &self.sorted;
         let from = s.partition_point(|lo| lo < first.saturating_sub(self.width_minus_one));
         let to = s.partition_point(|lo| lo <= last);
-        for (q, &qi) in s.queries[from..to].iter().zip(&s.index[from..to]) {
+        for &(q, qi) in &s.entries[from..to] {
             if q.hi < first {
                 continue;
             }
@@ -212,7 +209,7 @@ mod tests {
         for n in [0usize, 1, 63, 64, 65, 200, 1000] {
             let lo_sorted: Vec<u64> = (0..n as u64).map(|i| i * 3 / 2).collect();
             let batch: Vec<Query> = lo_sorted.iter().map(|&lo| query(lo, lo)).collect();
-            let s = SortedQueries::new(&[&batch], &starts(&[&batch]));
+            let s = SortedQueries::new(&[&batch]);
             for bound in 0..(n as u64 * 2 + 3) {
                 let want = lo_sorted.partition_point(|&lo| lo < bound);
                 assert_eq!(
