@@ -39,9 +39,9 @@ impl DpuBatch {
     }
 }
 
-/// One DPU's fragments as they arrive, piece after piece of a batch routed in pieces: joined
-/// in piece order, they are the batch routing the whole gives (a routing policy routes each
-/// query on its own).
+/// One DPU's fragments as they arrive, piece after piece of a batch routed in pieces. Joined
+/// in piece order they are the DPU's batch as routing the whole batch gives it, since a
+/// routing policy routes each query on its own.
 #[derive(Default)]
 pub struct Gathered {
     cold: Vec<Query>,
