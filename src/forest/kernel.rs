@@ -83,6 +83,31 @@ struct Shared {
     counter: u32,
 }
 
+impl Shared {
+    /// The program's globals (header copy, cached roots, work counter) at the start of
+    /// WRAM's data section, `globals`, as a C program's global variables would be.
+    fn at(globals: u32) -> Shared {
+        let g = globals;
+        Shared {
+            header: g,
+            cold_root: g + HEADER_BYTES as u32,
+            hot_root: g + HEADER_BYTES as u32 + NODE_BYTES as u32,
+            counter: g + HEADER_BYTES as u32 + 2 * NODE_BYTES as u32,
+        }
+    }
+
+    /// Tasklet 0's set-up: reads the buffer's header and both roots, zeroes the counter.
+    async fn load(&self, t: &Tasklet, args: &DpuArgs) -> Result<(), KernelError> {
+        t.mram_read(args.query_base, self.header, HEADER_BYTES as u32)
+            .await?;
+        read_node(t, &args.cold, args.cold.root, self.cold_root).await?;
+        if let Some(hot) = &args.hot {
+            read_node(t, hot, hot.root, self.hot_root).await?;
+        }
+        t.wram_write_u64(self.counter, 0)
+    }
+}
+
 /// WRAM addresses owned by one tasklet.
 struct Own {
     node: u32,
@@ -108,23 +133,9 @@ impl Kernel for ForestKernel {
         let args = &self.dpus[t.dpu() as usize];
         let rec = query_record_bytes(self.kind) as u32;
         let res = result_record_bytes(self.kind) as u32;
-        // The program's globals (header copy, cached roots, work counter) sit at the start
-        // of WRAM's data section, as a C program's global variables would.
-        let g = t.globals();
-        let shared = Shared {
-            header: g,
-            cold_root: g + HEADER_BYTES as u32,
-            hot_root: g + HEADER_BYTES as u32 + NODE_BYTES as u32,
-            counter: g + HEADER_BYTES as u32 + 2 * NODE_BYTES as u32,
-        };
+        let shared = Shared::at(t.globals());
         if t.id() == 0 {
-            t.mram_read(args.query_base, shared.header, HEADER_BYTES as u32)
-                .await?;
-            read_node(t, &args.cold, args.cold.root, shared.cold_root).await?;
-            if let Some(hot) = &args.hot {
-                read_node(t, hot, hot.root, shared.hot_root).await?;
-            }
-            t.wram_write_u64(shared.counter, 0)?;
+            shared.load(t, args).await?;
         }
         t.barrier_wait(START_BARRIER).await?;
         let own = Own {

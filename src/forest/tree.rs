@@ -111,30 +111,11 @@ impl TreeImage {
     ) -> TreeImage {
         bytes.clear();
         bytes.reserve(tree_bytes(expected_pairs) as usize);
-        // (first key, link) of each node of the level being built.
-        let mut level: Vec<(u64, Link)> = Vec::new();
+        // (first key, link) of each leaf.
+        let mut leaves: Vec<(u64, Link)> = Vec::new();
         let mut leaf: Vec<(u64, u64)> = Vec::with_capacity(LEAF_PAIRS as usize);
         let mut count = 0u64;
         let mut last_key: Option<u64> = None;
-        let flush =
-            |leaf: &mut Vec<(u64, u64)>, bytes: &mut Vec<u8>, level: &mut Vec<(u64, Link)>| {
-                let node = (bytes.len() as u64) / NODE_BYTES;
-                bytes.resize(bytes.len() + NODE_BYTES as usize, 0);
-                let base = (node * NODE_BYTES) as usize;
-                let n = leaf.len();
-                put_u32(bytes, base, NO_LINK.0);
-                put_u32(bytes, base + 4, n as u32);
-                for (i, &(k, v)) in leaf.iter().enumerate() {
-                    put_u64(bytes, base + 8 + 8 * i, k);
-                    put_u64(bytes, base + 8 + 8 * n + 8 * i, v);
-                }
-                let link = Link::new(node, n as u64);
-                if let Some(&(_, prev)) = level.last() {
-                    put_u32(bytes, prev.offset_bytes() as usize, link.0);
-                }
-                level.push((leaf.first().map_or(0, |p| p.0), link));
-                leaf.clear();
-            };
         for (k, v) in pairs {
             assert!(
                 last_key.is_none_or(|l| l < k),
@@ -144,34 +125,16 @@ impl TreeImage {
             leaf.push((k, v));
             count += 1;
             if leaf.len() == LEAF_PAIRS as usize {
-                flush(&mut leaf, &mut bytes, &mut level);
+                push_leaf(&mut bytes, &mut leaves, &mut leaf);
             }
         }
-        if !leaf.is_empty() || level.is_empty() {
-            flush(&mut leaf, &mut bytes, &mut level);
+        if !leaf.is_empty() || leaves.is_empty() {
+            push_leaf(&mut bytes, &mut leaves, &mut leaf);
         }
-        let mut height = 1;
-        while level.len() > 1 {
-            let mut next = Vec::with_capacity(level.len().div_ceil(INTERNAL_CHILDREN as usize));
-            for group in level.chunks(INTERNAL_CHILDREN as usize) {
-                let node = (bytes.len() as u64) / NODE_BYTES;
-                bytes.resize(bytes.len() + NODE_BYTES as usize, 0);
-                let base = (node * NODE_BYTES) as usize;
-                let keys = group.len() - 1;
-                for (i, &(first, _)) in group[1..].iter().enumerate() {
-                    put_u64(&mut bytes, base + 8 * i, first);
-                }
-                for (i, &(_, link)) in group.iter().enumerate() {
-                    put_u32(&mut bytes, base + 8 * keys + 4 * i, link.0);
-                }
-                next.push((group[0].0, Link::new(node, keys as u64)));
-            }
-            level = next;
-            height += 1;
-        }
+        let (root, height) = push_internal_levels(&mut bytes, leaves);
         TreeImage {
             bytes,
-            root: level[0].1,
+            root,
             height,
             pairs: count,
         }
@@ -267,6 +230,52 @@ impl<'a> Leaf<'a> {
         let word = |b: &[u8; 8]| u64::from_le_bytes(*b);
         keys.iter().map(word).zip(values.iter().map(word))
     }
+}
+
+/// Appends a leaf holding the pairs of `leaf` (then empties it) to `bytes`, links the last
+/// leaf of `leaves` to it, and adds it to `leaves` as (first key, link).
+fn push_leaf(bytes: &mut Vec<u8>, leaves: &mut Vec<(u64, Link)>, leaf: &mut Vec<(u64, u64)>) {
+    let node = (bytes.len() as u64) / NODE_BYTES;
+    bytes.resize(bytes.len() + NODE_BYTES as usize, 0);
+    let base = (node * NODE_BYTES) as usize;
+    let n = leaf.len();
+    put_u32(bytes, base, NO_LINK.0);
+    put_u32(bytes, base + 4, n as u32);
+    for (i, &(k, v)) in leaf.iter().enumerate() {
+        put_u64(bytes, base + 8 + 8 * i, k);
+        put_u64(bytes, base + 8 + 8 * n + 8 * i, v);
+    }
+    let link = Link::new(node, n as u64);
+    if let Some(&(_, prev)) = leaves.last() {
+        put_u32(bytes, prev.offset_bytes() as usize, link.0);
+    }
+    leaves.push((leaf.first().map_or(0, |p| p.0), link));
+    leaf.clear();
+}
+
+/// Appends the internal levels above `level` (the (first key, link) of each node of the
+/// lowest level) to `bytes`, one level after another; the root's link and the tree's height.
+fn push_internal_levels(bytes: &mut Vec<u8>, mut level: Vec<(u64, Link)>) -> (Link, u32) {
+    let mut height = 1;
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(INTERNAL_CHILDREN as usize));
+        for group in level.chunks(INTERNAL_CHILDREN as usize) {
+            let node = (bytes.len() as u64) / NODE_BYTES;
+            bytes.resize(bytes.len() + NODE_BYTES as usize, 0);
+            let base = (node * NODE_BYTES) as usize;
+            let keys = group.len() - 1;
+            for (i, &(first, _)) in group[1..].iter().enumerate() {
+                put_u64(bytes, base + 8 * i, first);
+            }
+            for (i, &(_, link)) in group.iter().enumerate() {
+                put_u32(bytes, base + 8 * keys + 4 * i, link.0);
+            }
+            next.push((group[0].0, Link::new(node, keys as u64)));
+        }
+        level = next;
+        height += 1;
+    }
+    (level[0].1, height)
 }
 
 #[cfg(test)]
