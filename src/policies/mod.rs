@@ -103,9 +103,10 @@ pub struct Postprocessed {
 
 pub trait RoutingPolicy: Send + Sync {
     fn name(&self) -> &'static str;
-    /// Each DPU's fragments of `queries`, their `origin` indices into `queries`. Each
-    /// query's fragments must depend on that query alone: a streamed batch is routed in
-    /// pieces, leaving out queries that reach none of the DPUs at hand.
+    /// Each DPU's fragments of `queries`, their `origin` indices into `queries`, in query
+    /// order. Each query's fragments must depend on that query alone: a batch is routed in
+    /// pieces on all threads ([`route`]), and a streamed batch also leaves out queries that
+    /// reach none of the DPUs at hand.
     fn route(&self, env: &BatchEnv, queries: &[Query]) -> Vec<DpuBatch>;
     /// The host work of routing and packing a batch of `shape`, and each DPU's query
     /// buffer bytes.
