@@ -3,10 +3,11 @@
 //!
 //! Dependency direction: `cli` -> `experiments`, `microbench` -> `error` -> `index` ->
 //! `policies` -> `forest`, `pimtree`, `partition`, `workload` -> `host` -> `system` -> `dpu` ->
-//! `trace`, `machine` -> `engine`, `config`, `rng`, `meter` (progress of long phases), `cache` (host cache hints); `output` (safe output files) serves `cli`
-//! and `experiments`. `error` is the commands' top-level error
-//! (exit codes); input errors live in `config`. The system executor runs the batch programs
-//! that indexes write; `host` prices single operations on it.
+//! `trace`, `machine` -> `engine`, `config`, `rng`, `meter` (progress of long phases),
+//! `cache` (host cache hints); `output` (safe output files) serves `cli` and `experiments`.
+//! `error` is the commands' top-level error (exit codes); input errors live in `config`. The
+//! system executor runs the batch programs that indexes write; `host` prices single
+//! operations on it.
 
 pub mod cache;
 pub mod cli;

@@ -4,7 +4,9 @@
 
 use pimdes::config::Override;
 use pimdes::experiments::partition::Prepared;
-use pimdes::forest::batch::{DpuBatch, merge, merge_parallel, route_batch, route_in_pieces};
+use pimdes::forest::batch::{
+    DpuBatch, merge, merge_parallel, origins_ascending, route_batch, route_in_pieces,
+};
 use pimdes::forest::reference::Answer;
 use pimdes::machine::Machine;
 use pimdes::partition::{RoutingTable, by_name};
@@ -81,6 +83,8 @@ fn the_parallel_merge_gives_the_plain_merges_answers() {
     for kind in ["range-count-if", "range-max", "get"] {
         let (workload, table, queries, dpus) = batch_of(kind);
         let batches = route_batch(&table, &queries, dpus as u32).0;
+        // Routing's order, so the parallel merge takes its own path, not the fallback.
+        assert!(batches.iter().all(origins_ascending), "{kind}");
         let results = partials(&batches, 20261205);
         let plain = merge(workload.kind, &batches, &results, queries.len());
         let parallel = merge_parallel(workload.kind, &batches, &results, queries.len());
@@ -101,6 +105,7 @@ fn the_parallel_merge_falls_back_when_origins_are_out_of_order() {
     b.cold.reverse();
     b.origin[..c].reverse();
     r[..c].reverse();
+    assert!(!origins_ascending(&batches[0]), "the fallback is taken");
     let plain = merge(workload.kind, &batches, &results, queries.len());
     let parallel = merge_parallel(workload.kind, &batches, &results, queries.len());
     assert_eq!(parallel, plain);

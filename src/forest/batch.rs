@@ -278,12 +278,14 @@ pub fn merge_parallel(
     queries: usize,
 ) -> Vec<Answer> {
     assert_eq!(batches.len(), results.len(), "one result list per DPU");
+    if queries <= MERGE_PIECE_ANSWERS {
+        return merge(kind, batches, results, queries);
+    }
     let ascending = batches.par_iter().zip(results).all(|(b, r)| {
         assert_eq!(b.origin.len(), r.len(), "one partial result per fragment");
-        let (cold, hot) = b.origin.split_at(b.cold.len());
-        cold.is_sorted() && hot.is_sorted()
+        origins_ascending(b)
     });
-    if !ascending || queries <= MERGE_PIECE_ANSWERS {
+    if !ascending {
         return merge(kind, batches, results, queries);
     }
     let mut answers = unmerged(kind, queries);
@@ -308,6 +310,13 @@ pub fn merge_parallel(
         }
     });
     answers
+}
+
+/// Whether `b`'s cold origins and its hot origins are each in ascending order, as routing
+/// gives them (what [`merge_parallel`] needs to take its fast path).
+pub fn origins_ascending(b: &DpuBatch) -> bool {
+    let (cold, hot) = b.origin.split_at(b.cold.len());
+    cold.is_sorted() && hot.is_sorted()
 }
 
 /// The answers before any partial result: a count starts at zero, the others at none.
