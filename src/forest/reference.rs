@@ -145,6 +145,8 @@ impl Reference {
             }
             let a = pairs.partition_point(|p| p.0 < q.lo);
             let z = pairs.partition_point(|p| p.0 <= q.hi);
+            // A slice, not a `take_while`: the count over it is vectorised (a scan that
+            // stops at the range's end instead of the second search was no faster).
             let hits = &pairs[a..z];
             match self.kind {
                 QueryKind::Get | QueryKind::Predecessor => unreachable!("handled above"),
@@ -227,11 +229,12 @@ mod tests {
         }
     }
 
-    /// Batches answered together give each batch what it gets alone, in its own order.
-    #[test]
-    fn merged_batches_answer_as_separate_ones() {
-        let pairs: Vec<(u64, u64)> = (0..400u64).map(|k| (k * 5, k % 3)).collect();
-        let batches: Vec<Vec<Query>> = (0..4u64)
+    /// Four batches of ranges over 400 pairs (keys 0, 5, 10, ...): ranges up to 60 keys
+    /// wide, many crossing the boundaries of the 50-pair chunks, most starting between
+    /// keys.
+    fn pairs_and_batches() -> (Vec<(u64, u64)>, Vec<Vec<Query>>) {
+        let pairs: Vec<(u64, u64)> = (0..400u64).map(|k| (k * 5, (k * 7) % 11)).collect();
+        let batches = (0..4u64)
             .map(|b| {
                 (0..150u64)
                     .map(|i| {
@@ -239,17 +242,31 @@ mod tests {
                         Query {
                             lo,
                             hi: lo + (i % 60),
-                            value: i % 3,
+                            value: i % 11,
                         }
                     })
                     .collect()
             })
             .collect();
+        (pairs, batches)
+    }
+
+    /// The reference of `kind` over `batches`, visited chunk by chunk in reverse order
+    /// (the order of visits must not matter).
+    fn visited(kind: QueryKind, pairs: &[(u64, u64)], batches: &[Vec<Query>]) -> Reference {
         let views: Vec<&[Query]> = batches.iter().map(|b| b.as_slice()).collect();
-        let together = Reference::new(QueryKind::RangeCountIf, &views);
-        for chunk in pairs.chunks(50) {
-            together.visit(chunk[0].0, chunk[chunk.len() - 1].0 + 4, chunk);
+        let reference = Reference::new(kind, &views);
+        for chunk in pairs.chunks(50).rev() {
+            reference.visit(chunk[0].0, chunk[chunk.len() - 1].0 + 4, chunk);
         }
+        reference
+    }
+
+    /// Batches answered together give each batch what it gets alone, in its own order.
+    #[test]
+    fn merged_batches_answer_as_separate_ones() {
+        let (pairs, batches) = pairs_and_batches();
+        let together = visited(QueryKind::RangeCountIf, &pairs, &batches);
         for (b, batch) in batches.iter().enumerate() {
             let want: Vec<Answer> = batch
                 .iter()
@@ -259,6 +276,23 @@ mod tests {
                 })
                 .collect();
             assert_eq!(together.answers(b), want, "batch {b}");
+        }
+    }
+
+    #[test]
+    fn range_maxima_match_a_plain_scan() {
+        let (pairs, batches) = pairs_and_batches();
+        let reference = visited(QueryKind::RangeMax, &pairs, &batches);
+        for (b, batch) in batches.iter().enumerate() {
+            let want: Vec<Answer> = batch
+                .iter()
+                .map(|q| {
+                    let in_range = pairs.iter().filter(|p| (q.lo..=q.hi).contains(&p.0));
+                    in_range.map(|p| p.1).max()
+                })
+                .collect();
+            assert!(want.iter().any(|a| a.is_none()), "some ranges are empty");
+            assert_eq!(reference.answers(b), want, "batch {b}");
         }
     }
 }
