@@ -1,5 +1,5 @@
 //! The command line: a thin layer that parses flags, loads files, calls an experiment and
-//! prints its report. Errors are printed as `error: <origin>: key `<key>`: <reason>` and
+//! prints its report. Errors are printed as ``error: <origin>: key `<key>`: <reason>`` and
 //! turned into exit codes (2 for bad input, 3 for a simulator bug; see [`crate::error`]).
 
 mod calibrate;

@@ -1,5 +1,5 @@
 //! One UPMEM DPU: its MRAM ([`Mram`]), and [`Dpu::launch`], which runs a [`Kernel`]'s
-//! tasklets under the timing model of [`core`] (revolver pipeline, DMA engine, mutexes,
+//! tasklets under the timing model of the `core` module (revolver pipeline, DMA engine, mutexes,
 //! barriers) on real bytes in WRAM and MRAM.
 //!
 //! A kernel is an `async` tasklet body that reads like the DPU C code it stands for:

@@ -350,7 +350,7 @@ pub fn long_note(wall_s: f64) -> Option<String> {
     note("partitioning", wall_s)
 }
 
-/// `note: WHAT is estimated at about ...` when `wall_s` is above [`LONG_RUN_S`].
+/// `note: WHAT is estimated at about ...` when `wall_s` is above `LONG_RUN_S`.
 pub fn note(what: &str, wall_s: f64) -> Option<String> {
     (wall_s > LONG_RUN_S).then(|| {
         format!(

@@ -15,7 +15,7 @@
 //! (by count) of the cold queries, then of the hot ones, as the paper's kernel does;
 //! `dynamic` has tasklets take blocks from a mutex-protected counter.
 //!
-//! Instruction counts of the code's basic blocks are estimates [est] of the compiled DPU C
+//! Instruction counts of the code's basic blocks are estimates \[est\] of the compiled DPU C
 //! code; each constant below says what it stands for.
 
 use crate::dpu::{Kernel, KernelError, Op, Tasklet};

@@ -1,6 +1,6 @@
-//! PIM-tree's predecessor and scan batches as an [`Index`] (range-count-if and range-max
-//! are answered by a scan and a host pass over each range's pairs). The plans and the
-//! kernel are in [`crate::pimtree::ordered`] and [`crate::pimtree::search`].
+//! PIM-tree's predecessor and scan batches as an [`Index`](super::Index) (range-count-if
+//! and range-max are answered by a scan and a host pass over each range's pairs). The plans
+//! and the kernel are in [`crate::pimtree::ordered`] and [`crate::pimtree::search`].
 //!
 //! Every round of every batch is planned before any DPU runs, on the host's mirror of the
 //! skip list, with the reply each task must give; then the DPUs are simulated DPU-major in

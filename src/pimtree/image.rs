@@ -17,7 +17,7 @@ pub const DATA_BLOCK_BYTES: u64 = 136;
 /// Bytes of a node of the replicated top (PT:`dpu/node_dpu.h`, `L3Bnode`: up, right,
 /// height, size, 16 keys, 16 `pptr`).
 pub const L3_NODE_BYTES: u64 = 288;
-/// [est] Bytes of the DPU globals a launch loads and saves (PT:`dpu/storage.h`, `WRAMHeap`:
+/// \[est\] Bytes of the DPU globals a launch loads and saves (PT:`dpu/storage.h`, `WRAMHeap`:
 /// about thirty 4- and 8-byte fields, two pointers per tasklet and five free lists); the
 /// region holds two copies.
 pub const SAVED_GLOBALS_BYTES: u64 = 256;

@@ -13,7 +13,7 @@
 //! at), reads key and value on a hit, and writes the reply; after a second barrier
 //! tasklet 0 writes the reply headers and saves the globals.
 //!
-//! Instruction counts are estimates [est] of the compiled C; each constant says what it
+//! Instruction counts are estimates \[est\] of the compiled C; each constant says what it
 //! stands for.
 
 use super::image::{Layout, SAVED_GLOBALS_BYTES};

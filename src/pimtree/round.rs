@@ -22,22 +22,22 @@ use crate::dpu::Mram;
 /// What a task asks a DPU to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TaskType {
-    /// [key] -> [the level-2 node covering it], searched in the replicated top
+    /// \[key\] -> \[the level-2 node covering it\], searched in the replicated top
     /// (`L3_search_task`).
     TopSearch = 1,
-    /// [lo, hi] -> [the level-2 nodes meeting the range] (`L3_scan_task`).
+    /// \[lo, hi\] -> \[the level-2 nodes meeting the range\] (`L3_scan_task`).
     TopScan = 2,
-    /// [node, n, n keys] -> [per key, the child covering it, descending through the
-    /// node's shadow copy when it has one] (`b_search_task`).
+    /// \[node, n, n keys\] -> \[per key, the child covering it, descending through the
+    /// node's shadow copy when it has one\] (`b_search_task`).
     Push = 3,
-    /// [node, key] -> [the child covering it] (`b_fixed_search_task`).
+    /// \[node, key\] -> \[the child covering it\] (`b_fixed_search_task`).
     PushOne = 4,
-    /// [node] -> [its keys, then its pointers] (`b_get_node_task`).
+    /// \[node\] -> \[its keys, then its pointers\] (`b_get_node_task`).
     Pull = 5,
-    /// [node, lo, hi] -> [its children meeting the range; at level 0 the data nodes of
+    /// \[node, lo, hi\] -> \[its children meeting the range; at level 0 the data nodes of
     /// the keys in it] (`b_scan_search_task`).
     ScanSearch = 6,
-    /// [node] -> [every child pointer] (`b_fetch_child_task`).
+    /// \[node\] -> \[every child pointer\] (`b_fetch_child_task`).
     Children = 7,
     /// [data node address] -> [key, value] (`p_get_key_task`).
     GetKey = 8,

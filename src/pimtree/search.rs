@@ -8,7 +8,7 @@
 //! each chain (keys, pointers, and shadow copies where the node has them) per 16 entries,
 //! until an entry above the key. The answer is the last entry at or below the key, or the
 //! node's first entry when every entry is above (the sentinel's node). Instruction counts
-//! are estimates [est] of the compiled C; each constant says what it stands for.
+//! are estimates \[est\] of the compiled C; each constant says what it stands for.
 
 use super::image::{Layout, SAVED_GLOBALS_BYTES};
 // The sequential reader's pages and tasklet 0's set-up and wrap-up are the get kernel's.
