@@ -529,6 +529,25 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         64,
     )?;
     let c = &d.instructions;
+    check_instruction_costs(c, source)?;
+    let dma = validate_dma(&raw.dma, source)?;
+    Ok(DpuParams {
+        clock: Clock::from_hz((mhz * 1e6).round() as u64),
+        mram_size_bytes: d.mram_size_bytes,
+        max_tasklets: max_tasklets as u32,
+        wram_size_bytes: wram as u32,
+        iram_instructions: iram as u32,
+        atomic_bits: atomic as u32,
+        stack_bytes_per_tasklet: stack as u32,
+        tasklet_issue_interval_cycles: interval,
+        issue_slots_per_cycle: slots,
+        costs: c.clone(),
+        dma,
+    })
+}
+
+/// Every instruction cost of `dpu.instructions`, within bounds.
+fn check_instruction_costs(c: &RawInstructions, source: &Source) -> Result<(), InputError> {
     let table = [
         ("alu", c.alu),
         ("wram_access", c.wram_access),
@@ -562,7 +581,11 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
             1_000_000,
         )?;
     }
-    let m = &raw.dma;
+    Ok(())
+}
+
+/// The `[dma]` table: sizes, alignment, latency and occupancy, checked for consistency.
+fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
     let align = in_range(source, "dma.alignment_bytes", m.alignment_bytes, 1, 4096)?;
     if !align.is_power_of_two() {
         return Err(source.error_at(
@@ -616,6 +639,13 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
             m.occupancy_cycles_per_byte,
         )?,
     };
+    check_dma_timing(&dma, source)?;
+    Ok(dma)
+}
+
+/// A DMA keeps the engine busy for at least one cycle, and never for longer than its
+/// latency, at both ends of the size range and in both directions.
+fn check_dma_timing(dma: &DmaParams, source: &Source) -> Result<(), InputError> {
     if dma.occupancy_cycles(dma.min_size_bytes) == 0 {
         return Err(source.error_at(
             "dma.occupancy_cycles_per_byte",
@@ -636,19 +666,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
             }
         }
     }
-    Ok(DpuParams {
-        clock: Clock::from_hz((mhz * 1e6).round() as u64),
-        mram_size_bytes: d.mram_size_bytes,
-        max_tasklets: max_tasklets as u32,
-        wram_size_bytes: wram as u32,
-        iram_instructions: iram as u32,
-        atomic_bits: atomic as u32,
-        stack_bytes_per_tasklet: stack as u32,
-        tasklet_issue_interval_cycles: interval,
-        issue_slots_per_cycle: slots,
-        costs: c.clone(),
-        dma,
-    })
+    Ok(())
 }
 
 fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams, InputError> {

@@ -361,6 +361,176 @@ pub struct Deviation {
     pub factor: f64,
 }
 
+/// The `[data]` and `[queries]` checks.
+fn check_data_and_queries(raw: &RawWorkload, source: &Source) -> Result<(), InputError> {
+    let err = |key: &str, reason: String| Err(source.error_at(key, reason));
+    let d = &raw.data;
+    if d.pairs == 0 || d.pairs > MAX_PAIRS {
+        return err(
+            "data.pairs",
+            format!("{} is not between 1 and {MAX_PAIRS}", d.pairs),
+        );
+    }
+    if d.value_domain == Some(0) {
+        return err("data.value_domain", "must be at least 1".into());
+    }
+    let q = &raw.queries;
+    if q.batch_size == 0 || q.batch_size > MAX_BATCH_SIZE {
+        return err(
+            "queries.batch_size",
+            format!("{} is not between 1 and {MAX_BATCH_SIZE}", q.batch_size),
+        );
+    }
+    if !q.skew.is_finite() || q.skew < 0.0 {
+        return err(
+            "queries.skew",
+            format!("{} must be a finite number >= 0 (0 = uniform)", q.skew),
+        );
+    }
+    if q.prefix_bits > 24 {
+        return err(
+            "queries.prefix_bits",
+            format!("{} must be between 0 and 24", q.prefix_bits),
+        );
+    }
+    if q.kind.is_range() && q.range_pairs == 0 {
+        return err("queries.range_pairs", "must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// The `[batches]` checks.
+fn check_batches(b: &RawBatches, source: &Source) -> Result<(), InputError> {
+    let err = |key: &str, reason: String| Err(source.error_at(key, reason));
+    if b.warmup == 0 {
+        return err(
+            "batches.warmup",
+            "must be at least 1: the first warm-up batch is the reference workload".into(),
+        );
+    }
+    if b.stream_fragments == 0 || b.stream_fragments > MAX_STREAM_FRAGMENTS {
+        return err(
+            "batches.stream_fragments",
+            format!(
+                "{} is not between 1 and {MAX_STREAM_FRAGMENTS}",
+                b.stream_fragments
+            ),
+        );
+    }
+    if b.max_launches == 0 || b.max_launches > MAX_LAUNCHES {
+        return err(
+            "batches.max_launches",
+            format!("{} is not between 1 and {MAX_LAUNCHES}", b.max_launches),
+        );
+    }
+    if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
+        return err(
+            "batches.measured",
+            format!("must be at least 1, with warmup + measured at most {MAX_BATCHES}"),
+        );
+    }
+    Ok(())
+}
+
+/// The `[partition]` checks.
+fn check_partition(p: &RawPartition, source: &Source) -> Result<(), InputError> {
+    let err = |key: &str, reason: String| Err(source.error_at(key, reason));
+    if p.alpha == 0 {
+        return err(
+            "partition.alpha",
+            "must be a positive integer (1 favours query balance, large favours data balance)"
+                .into(),
+        );
+    }
+    if !p.data_cap.is_finite() || p.data_cap < 1.0 {
+        return err(
+            "partition.data_cap",
+            format!(
+                "{} must be at least 1 (a part may hold data_cap x D/P pairs)",
+                p.data_cap
+            ),
+        );
+    }
+    if p.chunk_pairs == 0 {
+        return err("partition.chunk_pairs", "must be at least 1".into());
+    }
+    // A chunk is never split across DPUs, and 2^32 pairs of at least 8 bytes each are far
+    // beyond any DPU's MRAM, so this bound rejects nothing that could run.
+    if p.chunk_pairs > u64::from(u32::MAX) {
+        return err(
+            "partition.chunk_pairs",
+            format!(
+                "{} is above the largest chunk, 2^32-1 = {} pairs",
+                p.chunk_pairs,
+                u32::MAX
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The `[deviation]` table, checked.
+fn checked_deviation(
+    deviation: Option<&RawDeviation>,
+    source: &Source,
+) -> Result<Option<Deviation>, InputError> {
+    let err = |key: &str, reason: String| Err(source.error_at(key, reason));
+    match deviation {
+        None => Ok(None),
+        Some(dev) => {
+            if !dev.factor.is_finite() || dev.factor <= 0.0 {
+                return err(
+                    "deviation.factor",
+                    format!("{} must be a positive number", dev.factor),
+                );
+            }
+            Ok(Some(Deviation {
+                base_partition: dev.base_partition,
+                factor: dev.factor,
+            }))
+        }
+    }
+}
+
+/// The `[run]` checks; the arrival rate of an open-loop run.
+fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
+    let err = |key: &str, reason: String| Err(source.error_at(key, reason));
+    if r.tasklets == 0 || r.tasklets > 1024 {
+        return err(
+            "run.tasklets",
+            format!(
+                "{} must be at least 1 (and at most the machine's dpu.max_tasklets)",
+                r.tasklets
+            ),
+        );
+    }
+    let queries_per_s = validate_arrival(r, source)?;
+    if r.batches_in_flight == 0 || r.batches_in_flight > MAX_BATCHES_IN_FLIGHT {
+        return err(
+            "run.batches_in_flight",
+            format!(
+                "{} is not between 1 and {MAX_BATCHES_IN_FLIGHT}",
+                r.batches_in_flight
+            ),
+        );
+    }
+    if r.poll_interval_us.is_some() && r.launch == LaunchMode::Sync {
+        return err(
+            "run.poll_interval_us",
+            "only async launches poll; set run.launch = \"async\" or remove it".to_owned(),
+        );
+    }
+    if let Some(us) = r.poll_interval_us
+        && !(us.is_finite() && (0.0..=MAX_POLL_INTERVAL_US).contains(&us))
+    {
+        return err(
+            "run.poll_interval_us",
+            format!("{us} is not between 0 and {MAX_POLL_INTERVAL_US} microseconds"),
+        );
+    }
+    Ok(queries_per_s)
+}
+
 /// `run.queries_per_s` is required by open arrivals and refused otherwise.
 fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
     match (r.arrival, r.queries_per_s) {
@@ -441,149 +611,20 @@ impl Workload {
     }
 
     fn validate(raw: RawWorkload, source: &Source) -> Result<Workload, InputError> {
-        let err = |key: &str, reason: String| Err(source.error_at(key, reason));
-        let d = &raw.data;
-        if d.pairs == 0 || d.pairs > MAX_PAIRS {
-            return err(
-                "data.pairs",
-                format!("{} is not between 1 and {MAX_PAIRS}", d.pairs),
-            );
-        }
-        if d.value_domain == Some(0) {
-            return err("data.value_domain", "must be at least 1".into());
-        }
-        let q = &raw.queries;
-        if q.batch_size == 0 || q.batch_size > MAX_BATCH_SIZE {
-            return err(
-                "queries.batch_size",
-                format!("{} is not between 1 and {MAX_BATCH_SIZE}", q.batch_size),
-            );
-        }
-        if !q.skew.is_finite() || q.skew < 0.0 {
-            return err(
-                "queries.skew",
-                format!("{} must be a finite number >= 0 (0 = uniform)", q.skew),
-            );
-        }
-        if q.prefix_bits > 24 {
-            return err(
-                "queries.prefix_bits",
-                format!("{} must be between 0 and 24", q.prefix_bits),
-            );
-        }
-        if q.kind.is_range() && q.range_pairs == 0 {
-            return err("queries.range_pairs", "must be at least 1".into());
-        }
-        let b = &raw.batches;
-        if b.warmup == 0 {
-            return err(
-                "batches.warmup",
-                "must be at least 1: the first warm-up batch is the reference workload".into(),
-            );
-        }
-        if b.stream_fragments == 0 || b.stream_fragments > MAX_STREAM_FRAGMENTS {
-            return err(
-                "batches.stream_fragments",
-                format!(
-                    "{} is not between 1 and {MAX_STREAM_FRAGMENTS}",
-                    b.stream_fragments
-                ),
-            );
-        }
-        if b.max_launches == 0 || b.max_launches > MAX_LAUNCHES {
-            return err(
-                "batches.max_launches",
-                format!("{} is not between 1 and {MAX_LAUNCHES}", b.max_launches),
-            );
-        }
-        if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
-            return err(
-                "batches.measured",
-                format!("must be at least 1, with warmup + measured at most {MAX_BATCHES}"),
-            );
-        }
+        // One table after another; the first bad key found is the one reported.
+        check_data_and_queries(&raw, source)?;
+        check_batches(&raw.batches, source)?;
         check_range_work(&raw, source)?;
-        let p = &raw.partition;
-        if p.alpha == 0 {
-            return err(
-                "partition.alpha",
-                "must be a positive integer (1 favours query balance, large favours data balance)"
-                    .into(),
-            );
-        }
-        if !p.data_cap.is_finite() || p.data_cap < 1.0 {
-            return err(
-                "partition.data_cap",
-                format!(
-                    "{} must be at least 1 (a part may hold data_cap x D/P pairs)",
-                    p.data_cap
-                ),
-            );
-        }
-        if p.chunk_pairs == 0 {
-            return err("partition.chunk_pairs", "must be at least 1".into());
-        }
-        // A chunk is never split across DPUs, and 2^32 pairs of at least 8 bytes each are far
-        // beyond any DPU's MRAM, so this bound rejects nothing that could run.
-        if p.chunk_pairs > u64::from(u32::MAX) {
-            return err(
-                "partition.chunk_pairs",
-                format!(
-                    "{} is above the largest chunk, 2^32-1 = {} pairs",
-                    p.chunk_pairs,
-                    u32::MAX
-                ),
-            );
-        }
-        let deviation = match &raw.deviation {
-            None => None,
-            Some(dev) => {
-                if !dev.factor.is_finite() || dev.factor <= 0.0 {
-                    return err(
-                        "deviation.factor",
-                        format!("{} must be a positive number", dev.factor),
-                    );
-                }
-                Some(Deviation {
-                    base_partition: dev.base_partition,
-                    factor: dev.factor,
-                })
-            }
-        };
-        let r = &raw.run;
-        if r.tasklets == 0 || r.tasklets > 1024 {
-            return err(
-                "run.tasklets",
-                format!(
-                    "{} must be at least 1 (and at most the machine's dpu.max_tasklets)",
-                    r.tasklets
-                ),
-            );
-        }
-        let queries_per_s = validate_arrival(r, source)?;
-        if r.batches_in_flight == 0 || r.batches_in_flight > MAX_BATCHES_IN_FLIGHT {
-            return err(
-                "run.batches_in_flight",
-                format!(
-                    "{} is not between 1 and {MAX_BATCHES_IN_FLIGHT}",
-                    r.batches_in_flight
-                ),
-            );
-        }
-        if r.poll_interval_us.is_some() && r.launch == LaunchMode::Sync {
-            return err(
-                "run.poll_interval_us",
-                "only async launches poll; set run.launch = \"async\" or remove it".to_owned(),
-            );
-        }
-        if let Some(us) = r.poll_interval_us
-            && !(us.is_finite() && (0.0..=MAX_POLL_INTERVAL_US).contains(&us))
-        {
-            return err(
-                "run.poll_interval_us",
-                format!("{us} is not between 0 and {MAX_POLL_INTERVAL_US} microseconds"),
-            );
-        }
+        check_partition(&raw.partition, source)?;
+        let deviation = checked_deviation(raw.deviation.as_ref(), source)?;
+        let queries_per_s = check_run(&raw.run, source)?;
+        let (r, d, q, b, p) = (
+            &raw.run,
+            &raw.data,
+            &raw.queries,
+            &raw.batches,
+            &raw.partition,
+        );
         Ok(Workload {
             index: r.index.clone(),
             poll_interval_us: r.poll_interval_us,
