@@ -1,6 +1,6 @@
 //! The yardstick (`cargo bench --bench yardstick`): the wall time of a simulated run beside
 //! the wall time of merely answering the same queries on the host, measured back to back in
-//! one process, and their ratio.
+//! one process, and their ratio; also the simulated DPU events per second per core.
 //!
 //! The plain evaluation does the same work without a machine: it generates the workload's
 //! pairs into one array sorted by key (chunks in parallel, then a sort), and answers every
@@ -117,6 +117,14 @@ fn main() {
         "simulation phases: {} (DPU simulation {:.2} s of the batches)",
         phases.join(", "),
         report.host.kernel_wall_s
+    );
+    // The engine's speed on this run: events per wall second of the DPU simulation, per
+    // thread (the DPUs are simulated on all of them).
+    let h = &report.host;
+    println!(
+        "DPU simulation: {:.1} M events per second per core ({} threads)",
+        h.simulated_events_per_s / h.threads as f64 / 1e6,
+        h.threads
     );
     drop(report);
     pimdes::experiments::estimate::release_free_memory();
