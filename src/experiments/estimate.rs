@@ -42,8 +42,8 @@ const RANGE_PAIRS_PER_EVENT: u64 = 7;
 /// `batches.measured=200`, 2026-12-05, at 2b3cded): 4.04-4.11 s of wall for 80.8 M
 /// estimated events (77.3 M simulated), 50-51 ns each; 100 before the engine's speed-ups
 /// of 2026-12-04 and -05. Checked out of sample (docs/reliability.md): paper-raq estimated
-/// at 40 s, measured 49-53 s; its 1.1 G batch at skew 1.0, streamed, estimated at 3,220 s,
-/// measured 3,190 s.
+/// at 40 s, measured 49-53 s; its 100 M batch, streamed, at 248 s, measured 255 s; its
+/// 1.1 G batch at skew 1.0, streamed, at 3,220 s, measured 3,190 s.
 const NS_PER_EVENT: u64 = 50;
 /// Wall nanoseconds per pair to generate the data and build B+-Forest's trees (measured:
 /// 17 ns from 0.6 M to 6 M pairs) or PIM-tree's images (measured: about 270 ns at 500 M
