@@ -436,34 +436,68 @@ mod tests {
     use crate::pimtree::round::{Block, read_and_check, write_round};
     use crate::pimtree::skiplist::{Skeleton, SkipList, pptr};
 
+    /// One DPU holding all of 40,000 keys (10, 20, ...) in a three-level skip list.
+    struct OneDpu {
+        dpu: Dpu,
+        layout: Layout,
+        pairs: Vec<(u64, u64)>,
+        list: SkipList,
+        /// Each level-0 node's (key, data node pointer) entries.
+        level0: Vec<Vec<(u64, u64)>>,
+    }
+
+    impl OneDpu {
+        fn new() -> OneDpu {
+            let m = Machine::from_toml_str(
+                "m.toml",
+                include_str!("../../machines/upmem-2538.toml"),
+                &[],
+            )
+            .unwrap();
+            let layout = Layout::new(11);
+            let pairs: Vec<(u64, u64)> = (1..=40_000u64).map(|i| (i * 10, i)).collect();
+            let mut skeleton = Skeleton::default();
+            let mut level0: Vec<Vec<(u64, u64)>> = Vec::new();
+            for (i, &(k, _)) in pairs.iter().enumerate() {
+                let heads = skeleton.heads.len();
+                skeleton.push(k, key_height(3, k));
+                if skeleton.heads.len() > heads {
+                    level0.push(Vec::new());
+                }
+                level0.last_mut().unwrap().push((k, data_ptr(&layout, i)));
+            }
+            let list = SkipList::new(3, 1, skeleton);
+            let top = Top::build(&layout, &list);
+            let mut dpu = Dpu::new(&m.dpu, 0);
+            write_image(dpu.mram_mut(), &layout, 3, &pairs);
+            write_nodes(dpu.mram_mut(), &layout, &list, 0, &level0, &top);
+            OneDpu {
+                dpu,
+                layout,
+                pairs,
+                list,
+                level0,
+            }
+        }
+    }
+
+    /// The pointer to the data node of the `i`-th pair.
+    fn data_ptr(layout: &Layout, i: usize) -> u64 {
+        pptr(0, layout.data_node_addr(i as u64 + 1))
+    }
+
     /// Every task type on one DPU holding all of 40,000 keys, each reply computed here by
     /// brute force over the sorted keys (not by the round planner).
     #[test]
     fn every_task_type_answers_as_a_scan_of_the_sorted_keys_does() {
-        let m = Machine::from_toml_str(
-            "m.toml",
-            include_str!("../../machines/upmem-2538.toml"),
-            &[],
-        )
-        .unwrap();
-        let layout = Layout::new(11);
-        let pairs: Vec<(u64, u64)> = (1..=40_000u64).map(|i| (i * 10, i)).collect();
-        let mut skeleton = Skeleton::default();
-        let mut level0: Vec<Vec<(u64, u64)>> = Vec::new();
-        let data_ptr = |i: usize| pptr(0, layout.data_node_addr(i as u64 + 1));
-        for (i, &(k, _)) in pairs.iter().enumerate() {
-            let heads = skeleton.heads.len();
-            skeleton.push(k, key_height(3, k));
-            if skeleton.heads.len() > heads {
-                level0.push(Vec::new());
-            }
-            level0.last_mut().unwrap().push((k, data_ptr(i)));
-        }
-        let list = SkipList::new(3, 1, skeleton);
-        let top = Top::build(&layout, &list);
-        let mut dpu = Dpu::new(&m.dpu, 0);
-        write_image(dpu.mram_mut(), &layout, 3, &pairs);
-        write_nodes(dpu.mram_mut(), &layout, &list, 0, &level0, &top);
+        let OneDpu {
+            mut dpu,
+            layout,
+            pairs,
+            list,
+            level0,
+        } = OneDpu::new();
+        let data_ptr = |i: usize| data_ptr(&layout, i);
         // The predecessor of q (the first key when none is below) by a scan.
         let pred = |q: u64| pairs.iter().rposition(|p| p.0 <= q).unwrap_or(0);
         let node =
