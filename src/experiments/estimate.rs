@@ -64,9 +64,8 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The command line's limits: the host's available memory, and 10^12 events (about a
-    /// day at the measured 10 M events per second; the paper's largest batch, 1.1 G
-    /// queries, is about 10^10).
+    /// The command line's limits: the host's available memory, and 10^12 events (about 14
+    /// hours at `NS_PER_EVENT`; the paper's largest batch, 1.1 G queries, is about 10^10).
     pub fn host() -> Limits {
         Limits {
             max_host_bytes: None,
