@@ -10,7 +10,7 @@
 //! which equals alpha x Q/P when |b| = D/P. Without this, a base partition of 3 pairs where
 //! D/P = 2 leaves more cold load than alpha x Q/P (found by this test).
 
-use pimdes::partition::qdd::find_hot_for_tests;
+use pimdes::partition::qdd::{HotPiece, find_hot_for_tests};
 use pimdes::partition::{ChunkLoads, PartitionParams, Partitioning, by_name};
 use proptest::prelude::*;
 
@@ -83,7 +83,9 @@ fn params(c: &Case, gates: bool) -> PartitionParams {
     }
 }
 
-/// Checks one FindHot result on every base partition; returns the cold load left in each.
+/// Checks one FindHot result on every base partition: its hot ranges (inside the base,
+/// disjoint, within the width and load bounds), the cold load they leave, and at most one
+/// hot range per DPU in all.
 fn check_find_hot(
     loads: &ChunkLoads,
     c: &Case,
@@ -100,62 +102,85 @@ fn check_find_hot(
         let mut taken = vec![false; e - s];
         let mut hot_queries = 0;
         for piece in &pieces {
-            let (mut size, mut queries) = (0u64, 0u64);
-            for &(x, y) in &piece.runs {
-                prop_assert!(
-                    s <= x && x <= y && y < e,
-                    "run {x}..={y} outside base {s}..{e}"
-                );
-                for c in x..=y {
-                    prop_assert!(!taken[c - s], "chunk {c} in two hot ranges");
-                    taken[c - s] = true;
-                }
-                size += loads.size(x, y);
-                queries += loads.queries(x, y);
-            }
-            // Hot range width and load.
-            prop_assert!(
-                (size as f64) < b.d / (b.alpha * b.p) + b.m_d,
-                "hot range of {size} pairs, bound {}",
-                b.d / (b.alpha * b.p) + b.m_d
-            );
-            {
-                prop_assert!((queries as f64) < b.q / b.p + b.m_q || b.q == 0.0);
-            }
-            hot_queries += queries;
+            hot_queries += check_hot_piece(loads, &b, (s, e), piece, &mut taken)?;
         }
         if b.q == 0.0 {
             prop_assert!(pieces.is_empty());
             continue;
         }
         let cold = (loads.queries(s, e - 1) - hot_queries) as f64;
-        // ceil(|b| / W) with W = D / (alpha P), in integers.
-        let base_size = loads.size(s, e - 1) as u128;
-        let total = loads.total_size() as u128;
-        let windows = (base_size * c.alpha as u128 * c.dpus as u128).div_ceil(total) as f64;
-        // The gates stop only once the cold load is at most the goal; otherwise the scan
-        // is the ungated one, so either the goal or the ungated bound holds.
-        let goal = (b.alpha + 1.0).max(3.0) / 3.0 * b.q / b.p;
-        let stopped_at_goal = gates && cold <= goal;
-        if double_scan && c.alpha > 1 {
-            // The paper states (alpha + 1)/3 x Q/P for a base of D/P pairs, which holds
-            // ceil(|b| / W) = alpha windows of hot-range width W; the averaging argument is
-            // over the base's windows, so a larger base (chunks of uneven size, split by
-            // count) allows (windows + 1)/3. Never tighter than the paper's bound.
-            let bound = (windows.max(b.alpha) + 1.0) / 3.0 * b.q / b.p;
-            prop_assert!(
-                cold <= bound || stopped_at_goal,
-                "double scan left cold load {cold} in base {j}, bound {bound}"
-            );
-        } else {
-            prop_assert!(
-                cold < windows * b.q / b.p || stopped_at_goal,
-                "greedy left cold load {cold} in base {j}, bound {}",
-                windows * b.q / b.p
-            );
-        }
+        check_cold_load(loads, c, &b, (j, s, e), cold, double_scan, gates)?;
     }
     prop_assert!(total_hot <= p, "{total_hot} hot ranges for {p} DPUs");
+    Ok(())
+}
+
+/// One hot range of the base `s..e`: its runs inside the base and on chunks no other hot
+/// range took (marked in `taken`), its width and load under the bounds. Returns its queries.
+fn check_hot_piece(
+    loads: &ChunkLoads,
+    b: &Bounds,
+    (s, e): (usize, usize),
+    piece: &HotPiece,
+    taken: &mut [bool],
+) -> Result<u64, TestCaseError> {
+    let (mut size, mut queries) = (0u64, 0u64);
+    for &(x, y) in &piece.runs {
+        prop_assert!(
+            s <= x && x <= y && y < e,
+            "run {x}..={y} outside base {s}..{e}"
+        );
+        for c in x..=y {
+            prop_assert!(!taken[c - s], "chunk {c} in two hot ranges");
+            taken[c - s] = true;
+        }
+        size += loads.size(x, y);
+        queries += loads.queries(x, y);
+    }
+    prop_assert!(
+        (size as f64) < b.d / (b.alpha * b.p) + b.m_d,
+        "hot range of {size} pairs, bound {}",
+        b.d / (b.alpha * b.p) + b.m_d
+    );
+    prop_assert!((queries as f64) < b.q / b.p + b.m_q || b.q == 0.0);
+    Ok(queries)
+}
+
+/// The cold load FindHot left in base `j` (chunks `s..e`) against the bound of its scan.
+fn check_cold_load(
+    loads: &ChunkLoads,
+    c: &Case,
+    b: &Bounds,
+    (j, s, e): (usize, usize, usize),
+    cold: f64,
+    double_scan: bool,
+    gates: bool,
+) -> Result<(), TestCaseError> {
+    // ceil(|b| / W) with W = D / (alpha P), in integers.
+    let base_size = loads.size(s, e - 1) as u128;
+    let total = loads.total_size() as u128;
+    let windows = (base_size * c.alpha as u128 * c.dpus as u128).div_ceil(total) as f64;
+    // The gates stop only once the cold load is at most the goal; otherwise the scan
+    // is the ungated one, so either the goal or the ungated bound holds.
+    let goal = (b.alpha + 1.0).max(3.0) / 3.0 * b.q / b.p;
+    let stopped_at_goal = gates && cold <= goal;
+    if double_scan && c.alpha > 1 {
+        // The paper states (alpha + 1)/3 x Q/P for a base of D/P pairs, which holds
+        // ceil(|b| / W) = alpha windows of hot-range width W; the averaging argument is
+        // over the base's windows, so a larger base (chunks of uneven size, split by
+        // count) allows (windows + 1)/3. Never tighter than the paper's bound.
+        let bound = (windows.max(b.alpha) + 1.0) / 3.0 * b.q / b.p;
+        prop_assert!(
+            cold <= bound || stopped_at_goal,
+            "double scan left cold load {cold} in base {j}, bound {bound}"
+        );
+    } else {
+        prop_assert!(
+            cold < windows * b.q / b.p || stopped_at_goal,
+            "greedy left cold load {cold} in base {j}, bound {}",
+            windows * b.q / b.p
+        );
+    }
     Ok(())
 }
 

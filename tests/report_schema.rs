@@ -85,9 +85,12 @@ fn schema(name: &str) -> Value {
     serde_json::from_str(&pimdes::experiments::schema::schema(name).unwrap()).unwrap()
 }
 
-#[test]
-fn every_report_meets_its_schema() {
-    let pim_tree = [
+/// Each kind of report with a command that prints one.
+fn report_commands() -> Vec<(&'static str, Vec<&'static str>)> {
+    let on_inputs = |command: &'static str, extra: &[&'static str]| {
+        [&[command][..], &INPUTS, extra, &["--json", "--quiet"]].concat()
+    };
+    let pim_tree = vec![
         "run",
         "--machine",
         "machines/paper-2rank.toml",
@@ -100,59 +103,38 @@ fn every_report_meets_its_schema() {
         "--json",
         "--quiet",
     ];
-    let reports = [
-        (
-            "run",
-            json(&[&["run"][..], &INPUTS, &["--json", "--quiet"]].concat()),
-        ),
-        ("run", json(&pim_tree)),
-        (
-            "partition",
-            json(&[&["partition"][..], &INPUTS, &["--json", "--quiet"]].concat()),
-        ),
-        // Every suite's records.
-        (
-            "microbench",
-            json(&["microbench", "all", "--json", "--quiet"]),
-        ),
-        (
-            "partition",
-            json(
-                &[
-                    &["partition"][..],
-                    &INPUTS,
-                    &["--partitioner", "query-balanced"],
-                    &["--set", "partition.granularity=pair", "--json", "--quiet"],
-                ]
-                .concat(),
-            ),
-        ),
-        (
-            "sensitivity",
-            json(
-                &[
-                    &["sensitivity"][..],
-                    &INPUTS,
-                    &[
-                        "--keys",
-                        "transfer.host_cap_dpu_cpu_gb_per_s",
-                        "--factors",
-                        "2",
-                    ],
-                    &[
-                        "--set",
-                        "machine.ranks=1",
-                        "--set",
-                        "machine.usable_dpus=16",
-                    ],
-                    &["--json", "--quiet"],
-                ]
-                .concat(),
-            ),
-        ),
+    let pair_granularity = [
+        "--partitioner",
+        "query-balanced",
+        "--set",
+        "partition.granularity=pair",
     ];
-    for (name, report) in &reports {
-        let errors = validate(&schema(name), report);
+    let sensitivity = [
+        "--keys",
+        "transfer.host_cap_dpu_cpu_gb_per_s",
+        "--factors",
+        "2",
+        "--set",
+        "machine.ranks=1",
+        "--set",
+        "machine.usable_dpus=16",
+    ];
+    vec![
+        ("run", on_inputs("run", &[])),
+        ("run", pim_tree),
+        ("partition", on_inputs("partition", &[])),
+        // Every suite's records.
+        ("microbench", vec!["microbench", "all", "--json", "--quiet"]),
+        ("partition", on_inputs("partition", &pair_granularity)),
+        ("sensitivity", on_inputs("sensitivity", &sensitivity)),
+    ]
+}
+
+#[test]
+fn every_report_meets_its_schema() {
+    for (name, args) in report_commands() {
+        let report = json(&args);
+        let errors = validate(&schema(name), &report);
         assert!(errors.is_empty(), "{name}: {errors:#?}");
         let commit = &report["git_commit"];
         assert!(commit.is_null() || commit.is_string(), "{name}: {commit}");

@@ -246,7 +246,13 @@ fn out_file_holds_the_json_report() {
         assert!(v.get(key).is_some(), "missing {key}");
     }
     assert_eq!(v["answers_verified"], true);
-    // The host's wall time, phase by phase, in the order they ran, adding up to the whole.
+    check_phases(&v);
+    check_keys_reserved(&v);
+    std::fs::remove_file(&out).unwrap();
+}
+
+/// The host's wall time, phase by phase, in the order they ran, adding up to the whole.
+fn check_phases(v: &serde_json::Value) {
     let phases = v["host"]["phases"].as_array().unwrap();
     let names: Vec<&str> = phases
         .iter()
@@ -269,7 +275,10 @@ fn out_file_holds_the_json_report() {
         (sum_s - wall_s).abs() < 1e-6,
         "{sum_s} s against {wall_s} s"
     );
-    // Every key is the report's own or B+-Forest's; the driver's reserved list is complete.
+}
+
+/// Every key is the report's own or B+-Forest's; the driver's reserved list is complete.
+fn check_keys_reserved(v: &serde_json::Value) {
     let reserved = pimdes::experiments::run::RESERVED_KEYS;
     for key in v.as_object().unwrap().keys() {
         let forest = [
@@ -285,7 +294,6 @@ fn out_file_holds_the_json_report() {
             "{key} not reserved"
         );
     }
-    std::fs::remove_file(&out).unwrap();
 }
 
 #[test]

@@ -209,70 +209,77 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
     );
 }
 
+/// Manifests that must be refused, with what the error must say (besides the file name).
+const BAD_MANIFESTS: [(&str, &[&str]); 13] = [
+    (
+        "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
+        &["key `partition.partitioner`", "overridden"],
+    ),
+    ("command = \"run\"\ngrdi = 1", &["unknown field `grdi`"]),
+    (
+        "command = \"walk\"",
+        &["key `command`", "unknown variant `walk`"],
+    ),
+    (
+        "command = \"run\"\n[grid]\nqueries.skew = 0.6",
+        &["key `grid.queries.skew`", "non-empty list"],
+    ),
+    (
+        "command = \"run\"\n[zip]\na = [1, 2]\nb = [1]",
+        &["key `zip.b`", "same length"],
+    ),
+    (
+        "command = \"run\"\npartitioner = \"best\"",
+        &["key `partitioner`", "unknown partitioner `best`"],
+    ),
+    (
+        "command = \"run\"\nrepetitions = 2\n[grid]\nseed = [1, 2]",
+        &["key `seed`", "repetitions"],
+    ),
+    (
+        "command = \"run\"\n[set]\nqueries.skew = 0.6\n[grid]\nqueries.skew = [1.0]",
+        &["key `queries.skew`", "more than once"],
+    ),
+    (
+        "command = \"run\"\n[ranges]\ndeviation.base_partition = [1]",
+        &["key `ranges.deviation.base_partition`", "[first, last]"],
+    ),
+    (
+        "command = \"run\"\n[ranges]\ndeviation.base_partition = [5, 1]",
+        &["key `ranges.deviation.base_partition`", "first <= last"],
+    ),
+    (
+        "command = \"run\"\n[ranges]\nseed = [-9223372036854775808, 9223372036854775807]",
+        &["key `ranges.seed`", "at most 100000"],
+    ),
+    (
+        "command = \"run\"\n[ranges]\nseed = [0, 99_999]\n[grid]\nqueries.skew = [0.6, 1.0]",
+        &["more than 100000 points"],
+    ),
+    (
+        "command = \"run\"\n[ranges]\nseed = [0, 3]\n[grid]\nseed = [1]",
+        &[
+            "key `seed`",
+            "more than once among `set`, `grid`, `ranges` and `zip`",
+        ],
+    ),
+];
+
 #[test]
 fn bad_manifests_name_the_file_and_key() {
     let d = dir("sweep_bad");
-    let cases: [(&str, &[&str]); 13] = [
-        (
-            "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
-            &["key `partition.partitioner`", "overridden"],
-        ),
-        ("command = \"run\"\ngrdi = 1", &["unknown field `grdi`"]),
-        (
-            "command = \"walk\"",
-            &["key `command`", "unknown variant `walk`"],
-        ),
-        (
-            "command = \"run\"\n[grid]\nqueries.skew = 0.6",
-            &["key `grid.queries.skew`", "non-empty list"],
-        ),
-        (
-            "command = \"run\"\n[zip]\na = [1, 2]\nb = [1]",
-            &["key `zip.b`", "same length"],
-        ),
-        (
-            "command = \"run\"\npartitioner = \"best\"",
-            &["key `partitioner`", "unknown partitioner `best`"],
-        ),
-        (
-            "command = \"run\"\nrepetitions = 2\n[grid]\nseed = [1, 2]",
-            &["key `seed`", "repetitions"],
-        ),
-        (
-            "command = \"run\"\n[set]\nqueries.skew = 0.6\n[grid]\nqueries.skew = [1.0]",
-            &["key `queries.skew`", "more than once"],
-        ),
-        (
-            "command = \"run\"\n[ranges]\ndeviation.base_partition = [1]",
-            &["key `ranges.deviation.base_partition`", "[first, last]"],
-        ),
-        (
-            "command = \"run\"\n[ranges]\ndeviation.base_partition = [5, 1]",
-            &["key `ranges.deviation.base_partition`", "first <= last"],
-        ),
-        (
-            "command = \"run\"\n[ranges]\nseed = [-9223372036854775808, 9223372036854775807]",
-            &["key `ranges.seed`", "at most 100000"],
-        ),
-        (
-            "command = \"run\"\n[ranges]\nseed = [0, 99_999]\n[grid]\nqueries.skew = [0.6, 1.0]",
-            &["more than 100000 points"],
-        ),
-        (
-            "command = \"run\"\n[ranges]\nseed = [0, 3]\n[grid]\nseed = [1]",
-            &[
-                "key `seed`",
-                "more than once among `set`, `grid`, `ranges` and `zip`",
-            ],
-        ),
-    ];
-    for (body, needles) in cases {
+    for (body, needles) in BAD_MANIFESTS {
         let m = manifest(&d, body);
         let o = pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]);
         let mut all = vec!["manifest.toml"];
         all.extend(needles);
         assert_bad(&o, &all);
     }
+}
+
+#[test]
+fn bad_sweep_arguments_name_the_problem() {
+    let d = dir("sweep_bad_args");
     let m = manifest(&d, "command = \"run\"\n[grid]\nqueries.skeww = [1.0]");
     assert_bad(
         &pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]),
