@@ -69,7 +69,7 @@ fn a_streamed_run_reports_what_a_held_run_reports() {
     for case in cases {
         let held = report(&[case, &["batches.streaming=\"never\""]].concat());
         assert!(!held.0);
-        // One DPU per group and window and one query per slab; a few of each; all at once.
+        // One DPU per group and window; a few of each; all at once (one slab each).
         for budget in ["1", "97", "2500", "83886080"] {
             let budget_set = format!("batches.stream_fragments={budget}");
             let sets = [case, &["batches.streaming=\"always\"", &budget_set]].concat();
@@ -77,6 +77,22 @@ fn a_streamed_run_reports_what_a_held_run_reports() {
             assert!(streamed.0);
             assert_eq!(streamed.1, held.1, "{case:?}, budget {budget}");
         }
+    }
+}
+
+/// Batches of several slabs (at least 64 Ki queries each): the groups' passes resume the
+/// stream from each slab's checkpoint and number the fragments' origins across slabs.
+#[test]
+fn a_batch_of_several_slabs_streams_as_it_is_held() {
+    let case = ["queries.batch_size=150000", "batches.measured=1"];
+    let held = report(&[&case[..], &["batches.streaming=\"never\""]].concat());
+    // Slabs of 64 Ki (3 per batch) with one DPU per group, and of 75,000 (2 per batch).
+    for budget in ["1", "600000"] {
+        let budget_set = format!("batches.stream_fragments={budget}");
+        let sets = [&case[..], &["batches.streaming=\"always\"", &budget_set]].concat();
+        let streamed = report(&sets);
+        assert!(streamed.0);
+        assert_eq!(streamed.1, held.1, "budget {budget}");
     }
 }
 

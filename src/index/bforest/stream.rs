@@ -24,7 +24,9 @@
 
 use super::distinct_queries;
 use crate::dpu::LaunchReport;
-use crate::forest::batch::{DpuBatch, Gathered, launch_records};
+use crate::forest::batch::{
+    DpuBatch, Gathered, launch_records, query_record_bytes, result_record_bytes,
+};
 use crate::forest::build::chunk_key_range;
 #[cfg(doc)]
 use crate::forest::build::chunks_per_dpu;
@@ -36,12 +38,18 @@ use crate::partition::prepared::Prepared;
 use crate::policies::{BatchEnv, EvaluationPolicy, RoutingPolicy, Shape};
 use crate::system::System;
 use crate::workload::queries::Checkpoint;
-use crate::workload::{DataSet, Query, QueryGenerator};
+use crate::workload::{DataSet, Query, QueryGenerator, QueryKind};
 use rayon::prelude::*;
 use std::ops::Range;
 
 /// Slabs drawn and routed at once, in parallel, in a group's pass.
 const SLABS_AT_ONCE: usize = 8;
+/// The fewest and the most queries of a slab. Each slab leaves a checkpoint of the stream
+/// (a few hundred bytes) that is kept for every batch of the run, so a small budget must
+/// not make slabs of a few queries: at `batches.stream_fragments = 1` that was one
+/// checkpoint per query, more memory than holding the batch.
+const MIN_SLAB_QUERIES: u64 = 1 << 16;
+const MAX_SLAB_QUERIES: u64 = 1 << 20;
 /// Host bytes per fragment a group holds: the query and its origin.
 const GROUP_BYTES_PER_FRAGMENT: u64 = 28;
 /// Host bytes per fragment of a window: its buffers in MRAM (up to 40 bytes), its result
@@ -49,6 +57,10 @@ const GROUP_BYTES_PER_FRAGMENT: u64 = 28;
 const WINDOW_BYTES_PER_FRAGMENT: u64 = 126;
 /// A window holds this fraction of a group's fragments.
 const WINDOWS_PER_GROUP: u64 = 5;
+/// Host bytes per query of a slab in flight: the drawn query.
+const SLAB_BYTES_PER_QUERY: u64 = std::mem::size_of::<Query>() as u64;
+/// Host bytes a batch's count keeps per DPU: its fragments and the queries it serves.
+const COUNTED_BYTES_PER_DPU: u64 = 16;
 
 /// How much of a batch is held at once, from `batches.stream_fragments`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,15 +69,16 @@ pub struct Budget {
     pub group_fragments: u64,
     /// Fragments evaluated at once.
     pub window_fragments: u64,
-    /// Queries drawn and routed at a time (at most 1 Mi, and so that the slabs in flight
-    /// hold about a group's fragments at most).
+    /// Queries drawn and routed at a time: an eighth of a group's fragments, so that the
+    /// slabs in flight hold about a group's fragments, but from 64 Ki to 1 Mi.
     pub slab_queries: usize,
 }
 
 impl Budget {
     pub fn new(group_fragments: u64) -> Budget {
         assert!(group_fragments > 0, "a group holds at least one fragment");
-        let slab = (group_fragments / SLABS_AT_ONCE as u64).clamp(1, 1 << 20);
+        let slab =
+            (group_fragments / SLABS_AT_ONCE as u64).clamp(MIN_SLAB_QUERIES, MAX_SLAB_QUERIES);
         Budget {
             group_fragments,
             window_fragments: (group_fragments / WINDOWS_PER_GROUP).max(1),
@@ -73,11 +86,35 @@ impl Budget {
         }
     }
 
-    /// Host bytes of the batch held at once: a group and a window of it.
-    pub fn host_bytes(&self) -> u64 {
-        self.group_fragments * GROUP_BYTES_PER_FRAGMENT
-            + self.window_fragments * WINDOW_BYTES_PER_FRAGMENT
+    /// Host bytes of the batch held at once: a group, a window of it, and the slabs in
+    /// flight. A DPU given more fragments than the budget is a group and a window of its
+    /// own, so both hold at least `dpu_fragments`, the most one DPU can be given
+    /// ([`most_fragments_per_dpu`]).
+    pub fn host_bytes(&self, dpu_fragments: u64) -> u64 {
+        let group = self.group_fragments.max(dpu_fragments);
+        let window = self.window_fragments.max(dpu_fragments);
+        let slabs = (SLABS_AT_ONCE * self.slab_queries) as u64;
+        (group.saturating_mul(GROUP_BYTES_PER_FRAGMENT))
+            .saturating_add(window.saturating_mul(WINDOW_BYTES_PER_FRAGMENT))
+            .saturating_add(slabs * SLAB_BYTES_PER_QUERY)
     }
+
+    /// Host bytes the count of one batch of `queries` queries on `dpus` DPUs keeps until
+    /// the run ends ([`Counted`]): two counts per DPU and a checkpoint per slab.
+    pub fn counted_bytes(&self, queries: u64, dpus: u64) -> u64 {
+        let slabs = queries.div_ceil(self.slab_queries as u64);
+        let checkpoint = std::mem::size_of::<Checkpoint>() as u64;
+        (dpus.saturating_mul(COUNTED_BYTES_PER_DPU))
+            .saturating_add(slabs.saturating_mul(checkpoint))
+    }
+}
+
+/// The most fragments one DPU can be given in a batch that runs: its query and result
+/// buffers must fit in `mram_bytes` in each of at most `max_launches` launches (a batch
+/// that needs more is refused before it is evaluated).
+pub fn most_fragments_per_dpu(kind: QueryKind, mram_bytes: u64, max_launches: u32) -> u64 {
+    let record = query_record_bytes(kind) + result_record_bytes(kind);
+    (mram_bytes / record).saturating_mul(u64::from(max_launches))
 }
 
 /// A batch after its counting pass.
@@ -402,5 +439,33 @@ mod tests {
         assert_eq!(runs(&f, 2..5, 100), vec![2..5]);
         assert_eq!(runs(&f, 3..3, 10), Vec::<Range<usize>>::new());
         assert_eq!(runs(&[0, 0], 0..2, 0), vec![0..2]);
+    }
+
+    #[test]
+    fn a_small_budget_keeps_slabs_large_and_the_counts_small() {
+        // One fragment per group: slabs of 64 Ki queries, not of one query, so a 1.1 G
+        // batch keeps about 17 k checkpoints, not 1.1 G of them.
+        let tiny = Budget::new(1);
+        assert_eq!(tiny.slab_queries, 1 << 16);
+        let batch = 1_100_000_000;
+        let checkpoint = std::mem::size_of::<Checkpoint>() as u64;
+        let counted = tiny.counted_bytes(batch, 1012);
+        assert_eq!(counted, 1012 * 16 + batch.div_ceil(1 << 16) * checkpoint);
+        assert!(counted < 16 << 20, "{counted}");
+        // The default budget: slabs of 1 Mi queries.
+        assert_eq!(Budget::new(80 << 20).slab_queries, 1 << 20);
+        assert_eq!(Budget::new(1 << 22).slab_queries, 1 << 19);
+    }
+
+    #[test]
+    fn a_dpu_above_the_budget_counts_as_a_group_and_a_window() {
+        let budget = Budget::new(1000);
+        let slabs = 8 * (1 << 16) * 24;
+        assert_eq!(budget.host_bytes(0), 1000 * 28 + 200 * 126 + slabs);
+        // One DPU may be given 10,000 fragments: it is a group and a window alone.
+        assert_eq!(budget.host_bytes(10_000), 10_000 * (28 + 126) + slabs);
+        // 64 MiB of MRAM, records of 24 + 8 bytes for a range count: 2 Mi per launch.
+        let most = most_fragments_per_dpu(QueryKind::RangeCountIf, 64 << 20, 3);
+        assert_eq!(most, 3 * (2 << 20));
     }
 }
