@@ -149,3 +149,47 @@ fn a_with_wram_closure_may_call_other_tasklet_methods() {
         }))
     );
 }
+
+/// Charges `instructions` once, or `times` times.
+struct Charges {
+    instructions: u64,
+    times: u64,
+}
+
+impl Kernel for Charges {
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        for _ in 0..self.times {
+            t.compute(self.instructions).await?;
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_compute_beyond_the_bound_and_a_launch_beyond_the_cycle_limit_are_errors() {
+    let most = pimdes::dpu::MAX_COMPUTE_INSTRUCTIONS;
+    let once = |instructions| Charges {
+        instructions,
+        times: 1,
+    };
+    // One tasklet issues an instruction every 11 cycles.
+    assert_eq!(launch(&once(most), 1).unwrap().cycles, 11 * most);
+    for instructions in [most + 1, u64::MAX] {
+        let e = launch(&once(instructions), 1).unwrap_err();
+        assert_eq!(
+            e,
+            KernelError::ComputeTooLong {
+                tasklet: 0,
+                instructions,
+                limit: most
+            }
+        );
+    }
+    // 11 x 2^40 cycles a compute: 2^62 cycles after about 381,000 of them.
+    let long = Charges {
+        instructions: most,
+        times: 400_000,
+    };
+    let limit = pimdes::dpu::MAX_LAUNCH_CYCLES;
+    assert_eq!(launch(&long, 1), Err(KernelError::CycleLimit { limit }));
+}

@@ -44,6 +44,21 @@ use std::collections::VecDeque;
 /// orders of magnitude fewer.
 pub const MAX_EVENTS_PER_LAUNCH: u64 = 1 << 32;
 
+/// Upper bound on the operations of one launch that take no simulated time (a compute of
+/// 0 instructions; a free mutex, an unlock or a barrier on a machine that charges them
+/// nothing). Such an operation does not return to the executor, so a tasklet spinning on
+/// them would never meet the event limit. Smaller in the crate's unit tests, so that
+/// reaching it takes a moment there.
+pub const MAX_FREE_OPERATIONS_PER_LAUNCH: u64 = if cfg!(test) { 1 << 16 } else { 1 << 32 };
+
+/// Upper bound on the instructions one compute request charges (about 3 simulated hours
+/// of one tasklet at 350 MHz); its completion time then fits 64 bits with room to spare.
+pub const MAX_COMPUTE_INSTRUCTIONS: u64 = 1 << 40;
+
+/// Upper bound on the cycles of one launch (about 400 years at 350 MHz). Times are added
+/// with saturation, so a launch beyond it ends with an error, not a wrapped clock.
+pub const MAX_LAUNCH_CYCLES: u64 = 1 << 62;
+
 /// A blocking request from a tasklet.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Request {
@@ -80,7 +95,8 @@ pub struct LaunchStats {
     pub dma_write_bytes: u64,
     /// Cycles the DMA engine was busy (sum of occupancies).
     pub dma_busy_cycles: u64,
-    /// Events popped from the DPU's queue (DMA completions, compute completions, wake-ups).
+    /// Events of the launch: DMA completions and wake-ups from the DPU's queue, and the
+    /// pipeline's compute completions (one event however many tasklets it finishes).
     pub events: u64,
 }
 
@@ -250,6 +266,8 @@ pub(crate) struct Core {
     pub(crate) globals: u32,
     pub(crate) mram: Mram,
     pub(crate) stats: LaunchStats,
+    /// Operations of this launch that took no simulated time.
+    free_operations: u64,
 }
 
 /// `ceil(num / den)`, exactly, given `inv = 1.0 / den`. This division runs on every change
@@ -327,6 +345,7 @@ impl Core {
             globals: stacks as u32,
             mram,
             stats: LaunchStats::default(),
+            free_operations: 0,
         }
     }
 
@@ -355,22 +374,23 @@ impl Core {
                 (Ok(l), Ok(r)) => div_ceil_fast(l, r, self.inverse_rates[self.computing.len()]),
                 _ => u64::try_from(left.div_ceil(rate)).expect("compute time fits u64 cycles"),
             };
-            self.now + dt
+            self.now.saturating_add(dt)
         });
     }
 
     fn start_compute(&mut self, tasklet: u32, instructions: u64) -> Result<bool, KernelError> {
-        self.stats.instructions += instructions;
-        if instructions == 0 {
-            return Ok(true);
+        // One comparison for both rare cases: 0 wraps to the largest count.
+        if instructions.wrapping_sub(1) >= MAX_COMPUTE_INSTRUCTIONS {
+            return self.free_or_too_long(tasklet, instructions);
         }
+        self.stats.instructions = self.stats.instructions.saturating_add(instructions);
         self.advance();
         let finish = self.virtual_work + instructions as u128 * self.scale;
         let (before, first_before) = (self.computing.len(), self.first_finish);
         // At most `tasklets` entries: a linear insertion keeps the order cheaply.
-        // S = lcm(11, 1..=32) is below 2^48 at most, so the virtual work (under 2^64 cycles
-        // of under 2^48 units) plus a compute's n x S stays below 2^113, and the shift
-        // loses nothing.
+        // S = lcm(I, 1..=32) with I at most 1024 is below 2^58, so the virtual work (under
+        // 2^64 cycles of at most S units) plus a compute's n x S (n at most 2^40) stays
+        // below 2^123, and the shift loses nothing.
         debug_assert!(finish.leading_zeros() >= TASKLET_BITS && tasklet < 1 << TASKLET_BITS);
         let entry = finish << TASKLET_BITS | tasklet as u128;
         let at = self.computing.partition_point(|&e| e > entry);
@@ -394,6 +414,27 @@ impl Core {
             self.reschedule_compute();
         }
         Ok(false)
+    }
+
+    /// A compute of no instructions, done at once (`Ok(true)`) unless the launch has done
+    /// too many such operations, or one of more than [`MAX_COMPUTE_INSTRUCTIONS`].
+    #[cold]
+    fn free_or_too_long(&mut self, tasklet: u32, instructions: u64) -> Result<bool, KernelError> {
+        if instructions > 0 {
+            return Err(KernelError::ComputeTooLong {
+                tasklet,
+                instructions,
+                limit: MAX_COMPUTE_INSTRUCTIONS,
+            });
+        }
+        self.free_operations += 1;
+        if self.free_operations > MAX_FREE_OPERATIONS_PER_LAUNCH {
+            return Err(KernelError::FreeOperationLimit {
+                tasklet,
+                limit: MAX_FREE_OPERATIONS_PER_LAUNCH,
+            });
+        }
+        Ok(true)
     }
 
     /// Handles the pipeline's completion: puts the tasklets that finished into `done`, in
@@ -564,9 +605,9 @@ impl Core {
         let d = &self.params.dma;
         let start = self.now.max(self.dma_free_at);
         let occupancy = d.occupancy_cycles(size_bytes);
-        self.dma_free_at = start + occupancy;
-        self.stats.dma_busy_cycles += occupancy;
-        let done = start + d.latency_cycles(direction, size_bytes);
+        self.dma_free_at = start.saturating_add(occupancy);
+        self.stats.dma_busy_cycles = self.stats.dma_busy_cycles.saturating_add(occupancy);
+        let done = start.saturating_add(d.latency_cycles(direction, size_bytes));
         self.state[tasklet as usize] = State::Dma;
         self.queue.schedule(tasklet, done)?;
         Ok(false)

@@ -153,6 +153,26 @@ pub enum KernelError {
     #[error("the launch exceeded {limit} events; the kernel probably loops forever")]
     EventLimit { limit: u64 },
 
+    /// Operations that take no time (a compute of 0 instructions, or a free mutex or a
+    /// barrier on a machine that charges them nothing) never hand control back to the
+    /// executor, so the event limit cannot stop a tasklet that spins on them.
+    #[error(
+        "tasklet {tasklet}: more than {limit} operations of this launch took no simulated time; the kernel probably spins on something only another tasklet can change (charge the spin's instructions)"
+    )]
+    FreeOperationLimit { tasklet: u32, limit: u64 },
+
+    #[error(
+        "tasklet {tasklet}: a compute of {instructions} instructions is above the {limit} one request may charge"
+    )]
+    ComputeTooLong {
+        tasklet: u32,
+        instructions: u64,
+        limit: u64,
+    },
+
+    #[error("the launch ran past cycle {limit}; the kernel probably loops forever")]
+    CycleLimit { limit: u64 },
+
     #[error("{0}")]
     Queue(#[from] QueueFull),
 
@@ -210,6 +230,9 @@ impl KernelError {
             | KernelError::AlreadyWaiting { .. }
             | KernelError::Deadlock { .. }
             | KernelError::EventLimit { .. }
+            | KernelError::FreeOperationLimit { .. }
+            | KernelError::ComputeTooLong { .. }
+            | KernelError::CycleLimit { .. }
             | KernelError::Queue(_)
             | KernelError::Kernel { .. } => None,
         }

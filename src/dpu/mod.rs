@@ -48,7 +48,8 @@ mod pages;
 mod tasklet;
 
 pub use self::core::{
-    LaunchStats, MAX_EVENTS_PER_LAUNCH, TaskletActivity, TaskletSpan, TaskletTimeline,
+    LaunchStats, MAX_COMPUTE_INSTRUCTIONS, MAX_EVENTS_PER_LAUNCH, MAX_FREE_OPERATIONS_PER_LAUNCH,
+    MAX_LAUNCH_CYCLES, TaskletActivity, TaskletSpan, TaskletTimeline,
 };
 pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
 pub use mram::{Mram, MramOverflow};
@@ -190,10 +191,12 @@ impl Dpu {
     /// Runs `kernel` on `tasklets` tasklets until every tasklet returns. Deterministic: the
     /// same kernel, tasklet count and MRAM contents give the same report and MRAM.
     ///
-    /// Tasklets start at cycle 0 in id order; afterwards they run when the model wakes them
-    /// (events in time order, FIFO among equal times). A tasklet runs its Rust code
-    /// between two awaits in zero simulated time; the instructions it stands for are what
-    /// it charges with [`Tasklet::compute`] and [`Tasklet::op`].
+    /// Tasklets start at cycle 0 in id order; afterwards they run when the model wakes them:
+    /// events in time order; at equal times the queue's DMA completions and wake-ups first,
+    /// in the order they were scheduled, then the pipeline's completions, in (finish,
+    /// tasklet id) order. A tasklet runs its Rust code between two awaits in zero simulated
+    /// time; the instructions it stands for are what it charges with [`Tasklet::compute`]
+    /// and [`Tasklet::op`].
     pub fn launch<K: Kernel>(
         &mut self,
         kernel: &K,
@@ -377,6 +380,11 @@ fn tasklet_handles(core: &Rc<RefCell<Core>>, tasklets: u32) -> Vec<Tasklet> {
 /// A launch's cycles, counters and per-tasklet finish cycles once no event is left, or the
 /// deadlock that left tasklets waiting.
 fn launch_outcome(c: &mut Core, events: u64) -> Result<(u64, LaunchStats, Vec<u64>), KernelError> {
+    if c.now >= MAX_LAUNCH_CYCLES {
+        return Err(KernelError::CycleLimit {
+            limit: MAX_LAUNCH_CYCLES,
+        });
+    }
     if (0..c.tasklets).any(|t| !c.is_finished(t)) {
         return Err(KernelError::Deadlock {
             cycle: c.now,
@@ -448,5 +456,52 @@ mod timeline_trace {
             }
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tasklet 0 sets a WRAM flag after a DMA; tasklet 1 waits for it, charging
+    /// `instructions` per test of the flag.
+    struct Spins {
+        instructions: u64,
+    }
+
+    impl Kernel for Spins {
+        fn wram_globals_bytes(&self) -> u32 {
+            16
+        }
+
+        async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+            let flag = t.globals();
+            if t.id() == 0 {
+                t.mram_read(0, flag + 8, 8).await?;
+                return t.wram_write_u64(flag, 1);
+            }
+            while t.wram_read_u64(flag)? == 0 {
+                t.compute(self.instructions).await?;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_tasklet_spinning_on_free_operations_is_stopped() {
+        let text = include_str!("../../machines/upmem-2556-350mhz.toml");
+        let machine = crate::machine::Machine::from_toml_str("m.toml", text, &[]).unwrap();
+        let mut dpu = Dpu::new(&machine.dpu, 0);
+        let e = dpu.launch(&Spins { instructions: 0 }, 2).unwrap_err();
+        assert_eq!(
+            e,
+            KernelError::FreeOperationLimit {
+                tasklet: 1,
+                limit: MAX_FREE_OPERATIONS_PER_LAUNCH
+            }
+        );
+        // Charging the spin lets time pass, tasklet 0 sets the flag, and the launch ends.
+        let r = dpu.launch(&Spins { instructions: 3 }, 2).unwrap();
+        assert!(r.stats.instructions > 0 && r.cycles > 0, "{r:?}");
     }
 }

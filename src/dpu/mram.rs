@@ -142,7 +142,7 @@ impl Mram {
     }
 
     /// Gives back the host memory of every page that lies wholly at or above `addr` (those
-    /// bytes read as zero again); the page holding `addr` itself keeps its bytes. For host
+    /// bytes read as zero again); a page that begins below `addr` keeps its bytes. For host
     /// code that is done with a region, such as a streamed batch's buffers.
     pub fn discard_from(&mut self, addr: u64) {
         let first = (addr as usize).div_ceil(PAGE_BYTES);
