@@ -77,6 +77,22 @@ fn wrong_type_in_override() {
 }
 
 #[test]
+fn integer_beyond_toml_in_override() {
+    let set = "queries.batch_size=18446744073709551615";
+    let o = partition(&["--set", set]);
+    assert_bad(&o, &[set, "`queries.batch_size`", "beyond TOML's integers"]);
+}
+
+#[test]
+fn too_many_warmup_batches_in_override() {
+    let o = partition(&["--set", "batches.warmup=9223372036854775807"]);
+    assert_bad(
+        &o,
+        &["--set batches.warmup=", "`batches.warmup`", "must be below"],
+    );
+}
+
+#[test]
 fn negative_skew() {
     let o = partition(&["--set", "queries.skew=-0.5"]);
     assert_bad(&o, &["--set queries.skew=-0.5", "`queries.skew`", ">= 0"]);

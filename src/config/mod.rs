@@ -40,6 +40,14 @@ impl Override {
         let raw_value = raw_value.trim();
         let value = match toml::from_str::<toml::Table>(&format!("v = {raw_value}")) {
             Ok(mut table) => table.remove("v").expect("parsed table holds v"),
+            // Digits that are no TOML integer are one out of its range, not a string.
+            Err(_) if is_integer_text(raw_value) => {
+                return Err(InputError::key(
+                    origin,
+                    key,
+                    format!("{raw_value} is beyond TOML's integers (-2^63 to 2^63 - 1)"),
+                ));
+            }
             Err(_) => toml::Value::String(raw_value.to_owned()),
         };
         Ok(Override {
@@ -55,6 +63,13 @@ impl Override {
             .strip_prefix(prefix)
             .and_then(|rest| rest.strip_prefix('.'))
     }
+}
+
+/// Whether `text` is an integer as TOML writes one: a sign, then digits and underscores.
+fn is_integer_text(text: &str) -> bool {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    digits.starts_with(|c: char| c.is_ascii_digit())
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '_')
 }
 
 /// The largest machine or workload file read, in bytes. The shipped files are a few KiB;
@@ -318,6 +333,12 @@ mod tests {
         let o = Override::parse("batches.warmup=3").unwrap();
         assert_eq!(o.value, toml::Value::Integer(3));
         assert!(Override::parse("noequals").is_err());
+        let e = Override::parse("queries.batch_size=18446744073709551615").unwrap_err();
+        assert!(e.to_string().contains("beyond TOML's integers"), "{e}");
+        assert!(e.to_string().contains("`queries.batch_size`"), "{e}");
+        // Other text that is no TOML value is still a string.
+        let o = Override::parse("queries.kind=range-max").unwrap();
+        assert_eq!(o.value, toml::Value::String("range-max".into()));
         assert!(Override::parse("a..b=1").is_err());
     }
 

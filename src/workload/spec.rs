@@ -423,6 +423,13 @@ fn check_batches(b: &RawBatches, source: &Source) -> Result<(), InputError> {
             format!("{} is not between 1 and {MAX_LAUNCHES}", b.max_launches),
         );
     }
+    if b.warmup >= MAX_BATCHES {
+        return err(
+            "batches.warmup",
+            format!("must be below {MAX_BATCHES}, with warmup + measured at most {MAX_BATCHES}"),
+        );
+    }
+    // Both are at most 2^63 - 1 (TOML's integers), so the sum does not overflow.
     if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
         return err(
             "batches.measured",

@@ -192,7 +192,8 @@ impl Forest {
 
 impl BForest {
     /// Partitions the workload's data, checks MRAM, builds every DPU's trees into its MRAM
-    /// and prepares the reference answers of every batch.
+    /// and prepares the reference answers of every batch it holds (a streamed batch's are
+    /// worked out window by window as it runs; see [`stream`]).
     pub fn new(
         machine: &Machine,
         workload: &Workload,
@@ -867,12 +868,23 @@ pub fn check_streaming(workload: &Workload, traced: bool) -> Result<(), InputErr
     } else {
         return Ok(());
     };
+    let (streams, remedy) = match workload.streaming {
+        crate::workload::spec::Streaming::Always => {
+            ("batches.streaming = \"always\"".to_owned(), "")
+        }
+        _ => (
+            format!(
+                "{} queries in all; streamed above {} unless batches.streaming = \"never\"",
+                workload.total_batches() * workload.batch_size,
+                crate::workload::spec::STREAM_ABOVE_QUERIES
+            ),
+            " or run fewer queries",
+        ),
+    };
     Err(workload.attribution.error_at(
         "batches.streaming",
         format!(
-            "this run streams its batches ({} queries in all; streamed above {} unless batches.streaming = \"never\"), and {why}; hold them with batches.streaming = \"never\" or run fewer queries",
-            workload.total_batches() * workload.batch_size,
-            crate::workload::spec::STREAM_ABOVE_QUERIES
+            "this run streams its batches ({streams}), and {why}; hold them with batches.streaming = \"never\"{remedy}"
         ),
     ))
 }
