@@ -193,3 +193,32 @@ fn a_compute_beyond_the_bound_and_a_launch_beyond_the_cycle_limit_are_errors() {
     let limit = pimdes::dpu::MAX_LAUNCH_CYCLES;
     assert_eq!(launch(&long, 1), Err(KernelError::CycleLimit { limit }));
 }
+
+/// Starts a compute, polls it once by hand and returns without awaiting its end.
+struct DropsAnOperation;
+
+impl Kernel for DropsAnOperation {
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        let mut wait = std::pin::pin!(t.compute(100));
+        std::future::poll_fn(|cx| {
+            let _ = std::future::Future::poll(wait.as_mut(), cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        Ok(())
+    }
+}
+
+#[test]
+fn a_tasklet_returning_with_an_operation_pending_is_an_error() {
+    let e = launch(&DropsAnOperation, 2).unwrap_err();
+    match e {
+        KernelError::Kernel { tasklet: 0, reason } => {
+            assert!(
+                reason.contains("operation it started was pending"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected the pending operation named, got {other:?}"),
+    }
+}

@@ -651,9 +651,19 @@ impl Core {
         self.woken[tasklet as usize] = true;
     }
 
-    pub(crate) fn finish(&mut self, tasklet: u32) {
+    /// Marks `tasklet` finished; an error if an operation it started is still pending (its
+    /// future was dropped unfinished, which only a kernel polling by hand can do).
+    pub(crate) fn finish(&mut self, tasklet: u32) -> Result<(), KernelError> {
+        let pending = self.state[tasklet as usize] != State::Running;
         self.state[tasklet as usize] = State::Finished;
         self.finish_cycle[tasklet as usize] = self.now;
+        if pending {
+            return Err(KernelError::Kernel {
+                tasklet,
+                reason: "returned while an operation it started was pending (await every operation to its end)".into(),
+            });
+        }
+        Ok(())
     }
 
     /// What `tasklet` does now, for a timeline; `None` once it finished.

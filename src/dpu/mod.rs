@@ -287,8 +287,8 @@ fn poll_tasklet<F: Future<Output = Result<(), KernelError>>>(
         Poll::Pending => Ok(()),
         Poll::Ready(result) => {
             *slot = None;
-            core.borrow_mut().finish(t);
-            result
+            let finished = core.borrow_mut().finish(t);
+            result.and(finished)
         }
     }
 }
