@@ -89,6 +89,26 @@ fn a_sweep_draws_its_figures_and_plot_redraws_the_same_bytes() {
     let o = pimdes(&["plot", out.to_str().unwrap()]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(std::fs::read(out.join("time.svg")).unwrap(), svg);
+    refuses_a_tampered_index_and_results(&dir, &out);
+}
+
+/// `plot` on a sweep whose index names a figure outside the directory, or whose collected
+/// results are empty or not results: refused, and nothing written.
+fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
+    let plot = || pimdes(&["plot", out.to_str().unwrap()]);
+    let index = out.join("sweep.json");
+    let text = std::fs::read_to_string(&index).unwrap();
+    let outside = text.replace("\"name\": \"time\"", "\"name\": \"../evil\"");
+    assert_ne!(outside, text);
+    std::fs::write(&index, outside).unwrap();
+    assert_bad(&plot(), &["sweep.json", "`plot[0].name`"]);
+    assert!(!dir.join("evil.svg").exists() && !dir.join("evil.md").exists());
+    std::fs::write(&index, text).unwrap();
+    let results = out.join("results.jsonl");
+    std::fs::write(&results, "").unwrap();
+    assert_bad(&plot(), &["results.jsonl", "holds no results"]);
+    std::fs::write(&results, "[1, 2]\n").unwrap();
+    assert_bad(&plot(), &["results.jsonl", "line 1: not a result"]);
 }
 
 #[test]

@@ -57,8 +57,6 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Every file of a sweep directory: results without their `host` block (the simulating
-/// machine's wall time), the rest as bytes.
 /// The files of sweep directory `d` as text: results without their `host` block, and with
 /// the directory in their command line written `DIR`, so two directories of one sweep
 /// compare equal.
@@ -375,4 +373,44 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         "{}",
         o.stderr
     );
+}
+
+#[test]
+fn a_sweep_writes_only_into_a_directory_of_its_own() {
+    let d = dir("sweep_own_dir");
+    let m = manifest(&d, "command = \"partition\"");
+    let mine = |path: &Path| {
+        std::fs::write(path, "mine").unwrap();
+        path.to_owned()
+    };
+    // A file, a directory with other files, a directory with another sweep.json: refused,
+    // and left as they were.
+    let file = mine(&d.join("file.json"));
+    std::fs::create_dir_all(d.join("notes")).unwrap();
+    let notes = mine(&d.join("notes/notes.txt"));
+    std::fs::create_dir_all(d.join("foreign")).unwrap();
+    let foreign = mine(&d.join("foreign/sweep.json"));
+    for (out, needle) in [
+        (d.join("file.json"), "is a file, not a directory"),
+        (d.join("notes"), "not empty and holds no sweep.json"),
+        (
+            d.join("foreign"),
+            "holds a sweep.json that is not a sweep's",
+        ),
+    ] {
+        assert_bad(
+            &pimdes(&["sweep", s(&m), "--out", s(&out)]),
+            &["--out", needle],
+        );
+    }
+    for path in [&file, &notes, &foreign] {
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "mine", "{path:?}");
+    }
+    // In its own directory a sweep leaves a file that only looks like a temporary one, and
+    // a huge --jobs starts no more threads than there are points.
+    let out = d.join("out");
+    sweep(&[s(&m), "--out", s(&out)]);
+    let lookalike = mine(&out.join("results.csv.tmp-keep"));
+    sweep(&[s(&m), "--out", s(&out), "--jobs", "1000000"]);
+    assert_eq!(std::fs::read_to_string(lookalike).unwrap(), "mine");
 }

@@ -6,8 +6,8 @@ use crate::error::Error;
 use crate::experiments::plot::plot_dir;
 use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect};
 use crate::experiments::sweep::{
-    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, index, load_manifest, remove_stale_temps,
-    run_points, write_atomically,
+    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, index, load_manifest, read_index,
+    remove_stale_temps, run_points, write_atomically,
 };
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -60,8 +60,41 @@ fn point_command(m: &Manifest, p: &Point, dir: &Path) -> String {
     words.join(" ")
 }
 
+/// Refuses an `--out` a sweep must not write into: a file, or a directory that is neither
+/// empty nor a sweep's (one holding a sweep index), so that no file of the user's is
+/// overwritten.
+fn check_out_dir(out: &Path) -> Result<(), Error> {
+    let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
+    let shown = out.display();
+    match std::fs::metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return refuse(format!("cannot read {shown}: {e}")),
+        Ok(m) if !m.is_dir() => return refuse(format!("{shown} is a file, not a directory")),
+        Ok(_) => {}
+    }
+    if out.join(INDEX_FILE).exists() {
+        return match read_index(out) {
+            Ok(_) => Ok(()),
+            Err(e) => refuse(format!(
+                "{shown} holds a {INDEX_FILE} that is not a sweep's ({}); give a new or empty directory",
+                e.reason
+            )),
+        };
+    }
+    let empty = std::fs::read_dir(out)
+        .map(|mut entries| entries.next().is_none())
+        .unwrap_or(false);
+    if empty {
+        return Ok(());
+    }
+    refuse(format!(
+        "{shown} is not empty and holds no {INDEX_FILE}, so it is not a sweep's directory; give a new or empty directory"
+    ))
+}
+
 /// Creates the sweep directory, made absolute so `--list` lines run from anywhere.
 fn sweep_dir(out: &Path) -> Result<PathBuf, Error> {
+    check_out_dir(out)?;
     let fail = |e: std::io::Error| Error::Output {
         path: out.display().to_string(),
         reason: e.to_string(),

@@ -240,26 +240,39 @@ fn read_rows(dir: &Path) -> Result<Vec<Value>, InputError> {
             ),
         )
     })?;
-    text.lines()
+    let rows: Vec<Value> = text
+        .lines()
         .enumerate()
-        .map(|(i, line)| {
-            serde_json::from_str(line)
-                .map_err(|e| InputError::plain(&origin, format!("line {}: {e}", i + 1)))
+        .map(|(i, line)| match serde_json::from_str(line) {
+            Ok(row @ Value::Object(_)) => Ok(row),
+            Ok(_) => Err(InputError::plain(
+                &origin,
+                format!("line {}: not a result (a JSON object)", i + 1),
+            )),
+            Err(e) => Err(InputError::plain(&origin, format!("line {}: {e}", i + 1))),
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if rows.is_empty() {
+        let reason = "holds no results; run `pimdes sweep --collect DIR` first";
+        return Err(InputError::plain(&origin, reason));
+    }
+    Ok(rows)
 }
 
 /// Draws every figure the sweep in `dir` declares; returns the files written.
 pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let index = read_index(dir)?;
+    let origin = dir
+        .join(crate::experiments::sweep::INDEX_FILE)
+        .display()
+        .to_string();
     if index.plots.is_empty() {
-        return Err(InputError::plain(
-            dir.join(crate::experiments::sweep::INDEX_FILE)
-                .display()
-                .to_string(),
-            "the sweep's manifest declares no figures ([[plot]] tables)",
-        )
-        .into());
+        let reason = "the sweep's manifest declares no figures ([[plot]] tables)";
+        return Err(InputError::plain(origin, reason).into());
+    }
+    // Checked again as read: a figure's name becomes a file name in `dir`.
+    for (at, spec) in index.plots.iter().enumerate() {
+        spec.check(&origin, at)?;
     }
     let rows = read_rows(dir)?;
     let mut written = Vec::new();

@@ -186,14 +186,22 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
     for entry in std::fs::read_dir(dir).map_err(fail)? {
         let entry = entry.map_err(fail)?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        // `.FILE.tmp-PID-N`, and `FILE.tmp-PID-N` of sweeps written by earlier versions.
-        let target = temporary_target(&name).or_else(|| name.rsplit_once(".tmp-").map(|(f, _)| f));
+        // `.FILE.tmp-PID-N`, and `FILE.tmp-PID-N` of sweeps written by earlier versions
+        // (only with such a tail: `results.csv.tmp-keep` is a user's file).
+        let target = temporary_target(&name).or_else(|| legacy_temporary_target(&name));
         let stale = target.is_some_and(|file| ours.iter().any(|o| o == file));
         if stale {
             std::fs::remove_file(entry.path()).map_err(fail)?;
         }
     }
     Ok(())
+}
+
+/// The target of a temporary file named `FILE.tmp-PID-N`, as earlier versions named them.
+fn legacy_temporary_target(name: &str) -> Option<&str> {
+    let (file, tail) = name.rsplit_once(".tmp-")?;
+    let ours = !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit() || c == '-');
+    ours.then_some(file)
 }
 
 /// How a point went.
@@ -361,7 +369,8 @@ pub fn run_points(
         }
     };
     std::thread::scope(|s| {
-        for _ in 0..jobs.max(1) {
+        // No more threads than points: `--jobs` is a bound, not a count to spawn.
+        for _ in 0..jobs.clamp(1, indices.len().max(1)) {
             s.spawn(worker);
         }
     });
