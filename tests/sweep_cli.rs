@@ -208,7 +208,24 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 13] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 15] = [
+    // A point's value the workload refuses: the manifest is named, not a `--set`.
+    (
+        "command = \"run\"\n[grid]\nqueries.skeww = [1.0]",
+        &[
+            "key `queries.skeww`",
+            "point 0 (`queries.skeww=1.0`)",
+            "skeww",
+        ],
+    ),
+    (
+        "command = \"run\"\n[grid]\nqueries.skew = [0.6, \"x\"]",
+        &[
+            "key `queries.skew`",
+            "point 1 (`queries.skew=x`)",
+            "invalid type",
+        ],
+    ),
     (
         "command = \"run\"\npartitioner = \"qdd-greedy\"\n[grid]\npartition.partitioner = [\"ccp-capped\"]",
         &["key `partition.partitioner`", "overridden"],
@@ -278,11 +295,6 @@ fn bad_manifests_name_the_file_and_key() {
 #[test]
 fn bad_sweep_arguments_name_the_problem() {
     let d = dir("sweep_bad_args");
-    let m = manifest(&d, "command = \"run\"\n[grid]\nqueries.skeww = [1.0]");
-    assert_bad(
-        &pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]),
-        &["--set queries.skeww=1.0", "skeww"],
-    );
     let o = pimdes(&["sweep", s(&d.join("none.toml")), "--out", s(&d.join("out"))]);
     assert_bad(&o, &["none.toml", "cannot read"]);
     let m = manifest(&d, "command = \"partition\"");

@@ -88,14 +88,29 @@ pub struct PointInputs {
     pub config: Value,
 }
 
+/// An input error that one of point `p`'s `--set`s caused, told against the manifest that
+/// wrote it (the user typed no `--set`).
+fn blamed_on_manifest(m: &Manifest, p: &Point, e: InputError) -> InputError {
+    match e.origin.strip_prefix("--set ") {
+        Some(set) => InputError::new(
+            &m.origin,
+            e.key.as_deref(),
+            format!("point {} (`{set}`): {}", p.index, e.reason),
+        ),
+        None => e,
+    }
+}
+
 pub fn point_inputs(m: &Manifest, p: &Point) -> Result<PointInputs, Error> {
+    let blame = |e| blamed_on_manifest(m, p, e);
     let overrides = p
         .sets
         .iter()
         .map(|s| Override::parse(s))
-        .collect::<Result<Vec<_>, _>>()?;
-    let machine = Machine::load(&m.machine, &overrides)?;
-    let workload = Workload::load(&m.workload, &overrides)?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(blame)?;
+    let machine = Machine::load(&m.machine, &overrides).map_err(blame)?;
+    let workload = Workload::load(&m.workload, &overrides).map_err(blame)?;
     let name = m.partitioner.as_deref().unwrap_or(&workload.partitioner);
     let partitioner = partition::by_name(name).ok_or_else(|| {
         let names = partition::names().join(", ");
