@@ -116,6 +116,23 @@ fn human_duration(s: f64) -> String {
 /// (3 x 10^7 covered pairs beside 500 M pairs) peaked at 9.6 GiB.
 const PIMTREE_BYTES_PER_QUERY: u64 = 200;
 const PIMTREE_BYTES_PER_COVERED_PAIR: u64 = 96;
+/// PIM-tree keeps no trees between batches: per pair it holds the reference's share, and
+/// the pairs of the DPU group whose images are being built, up to a group's worth
+/// (`GROUP_PAIR_BYTES` of 16-byte pairs for gets; predecessor and scan groups are half as
+/// many pairs, beside their level-0 nodes' entries). Fitted on two runs on
+/// `machines/paper-2rank.toml` with `workloads/pim-tree-get.toml`, 20 M pairs, batches of
+/// 1,000 (2026-12-06): gets peaked at 459 MiB, which with the group's 16 bytes a pair
+/// leaves 6 for the rest; predecessors at 953 MiB, 42 bytes a pair in their group. Checked
+/// out of that fit: predecessors at 10 M and 40 M pairs estimated at 499 and 1,872 MiB,
+/// measured 560 and 1,808; range-count-if at 20 M 1,226 against 1,090; at paper scale
+/// (`upmem-2538`, 500 M pairs, docs/performance.md and docs/pim-tree.md) gets 9.3 GiB
+/// against 7.2-7.6, predecessors 16.1 GiB against 12.85, the scan comparison 10.7 GiB
+/// against 9.6. Until then PIM-tree took B+-Forest's 20 bytes a pair and no group: its
+/// predecessor runs were estimated at half their peak at 20 M pairs, and its paper-scale
+/// runs 40-65 % above theirs.
+const PIMTREE_BYTES_PER_PAIR: u64 = 6;
+const PIMTREE_GROUP_BYTES_PER_PAIR_GET: u64 = 16;
+const PIMTREE_GROUP_BYTES_PER_PAIR_ORDERED: u64 = 42;
 
 /// Whether the run streams its batches (B+-Forest only).
 fn streamed(workload: &Workload) -> bool {
@@ -164,22 +181,39 @@ fn run_memory_terms(machine: &Machine, workload: &Workload) -> [(&'static str, u
             queries.saturating_mul(PER_QUERY_BYTES),
         )
     };
+    let pimtree = workload.index == crate::index::pimtree::NAME;
     let planned = match workload.kind {
-        _ if workload.index != crate::index::pimtree::NAME => 0,
+        _ if !pimtree => 0,
         QueryKind::Get => 0,
         QueryKind::Predecessor => queries.saturating_mul(PIMTREE_BYTES_PER_QUERY),
         QueryKind::RangeCountIf | QueryKind::RangeMax => queries
             .saturating_mul(workload.range_pairs)
             .saturating_mul(PIMTREE_BYTES_PER_COVERED_PAIR),
     };
+    let pairs = match pimtree {
+        true => pimtree_pair_bytes(workload),
+        false => workload.pairs.saturating_mul(PER_PAIR_BYTES),
+    };
     [
         (
             "ranks",
             u64::from(machine.dpus).saturating_mul(PER_DPU_BYTES),
         ),
-        ("data.pairs", workload.pairs.saturating_mul(PER_PAIR_BYTES)),
+        ("data.pairs", pairs),
         (held.0, held.1.saturating_add(planned)),
     ]
+}
+
+/// Host bytes of PIM-tree's pairs: the reference's share of each, and one DPU group's.
+fn pimtree_pair_bytes(workload: &Workload) -> u64 {
+    // A get group holds 16 bytes a pair, a predecessor or scan group 32 (`group_count`).
+    let (per_pair, code_bytes) = match workload.kind {
+        QueryKind::Get => (PIMTREE_GROUP_BYTES_PER_PAIR_GET, 16),
+        _ => (PIMTREE_GROUP_BYTES_PER_PAIR_ORDERED, 32),
+    };
+    let group_pairs = (crate::index::pimtree::GROUP_PAIR_BYTES / code_bytes).min(workload.pairs);
+    (workload.pairs.saturating_mul(PIMTREE_BYTES_PER_PAIR))
+        .saturating_add(group_pairs.saturating_mul(per_pair))
 }
 
 /// Host bytes of a streamed run's batches: what one batch holds at once, and every batch's
@@ -531,5 +565,63 @@ mod tests {
         assert!(smaller < streamed / 10, "{smaller} against {streamed}");
         let held = bytes(&[big, "batches.streaming=\"never\""]);
         assert!(held > 10 * streamed, "{held} against {streamed}");
+    }
+
+    /// PIM-tree's runs, their estimates against measured peaks: on 128 DPUs with batches of
+    /// 1,000 (2026-12-06; two of them were the fit), and at paper scale (docs).
+    #[test]
+    fn pim_tree_runs_are_estimated_near_their_peaks() {
+        let text = include_str!("../../workloads/pim-tree-get.toml");
+        let mib = |kind: &str, pairs: u64| {
+            let sets = [
+                "machine.ranks=2".to_owned(),
+                "machine.usable_dpus=128".to_owned(),
+                format!("data.pairs={pairs}"),
+                "queries.batch_size=1000".to_owned(),
+                format!("queries.kind=\"{kind}\""),
+            ];
+            let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+            let (m, w) = inputs("pim-tree-get.toml", text, &sets);
+            check_run(&m, &w, &NO_LIMIT).unwrap().host_bytes >> 20
+        };
+        // (kind, pairs, measured peak in MiB); the first predecessor and get rows are the fit.
+        let measured = [
+            ("predecessor", 20_000_000, 953),
+            ("get", 20_000_000, 459),
+            ("predecessor", 10_000_000, 560),
+            ("predecessor", 40_000_000, 1808),
+            ("range-count-if", 20_000_000, 1090),
+        ];
+        for (kind, pairs, peak) in measured {
+            let ratio = mib(kind, pairs) as f64 / peak as f64;
+            assert!((0.85..1.15).contains(&ratio), "{kind} {pairs}: {ratio}");
+        }
+        // At paper scale (1,012 DPUs here, 2,538 measured: 15 MB apart), in GiB.
+        let paper = |kind: &str, batch: &str, pairs_covered: &str| {
+            let sets = [kind, batch, pairs_covered];
+            let (m, w) = inputs("pim-tree-get.toml", text, &sets);
+            check_run(&m, &w, &NO_LIMIT).unwrap().host_bytes as f64 / (1u64 << 30) as f64
+        };
+        let million = "queries.batch_size=1000000";
+        let range = "queries.range_pairs=100";
+        let estimates = [
+            (paper("queries.kind=\"get\"", million, range), 7.26),
+            (paper("queries.kind=\"predecessor\"", million, range), 12.85),
+            (
+                paper(
+                    "queries.kind=\"range-count-if\"",
+                    "queries.batch_size=10000",
+                    range,
+                ),
+                9.6,
+            ),
+        ];
+        for (estimate, peak) in estimates {
+            let ratio = estimate / peak;
+            assert!(
+                (1.0..1.3).contains(&ratio),
+                "{estimate} GiB for {peak}: {ratio}"
+            );
+        }
     }
 }
