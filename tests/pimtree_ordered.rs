@@ -86,6 +86,16 @@ fn skewed_predecessor_batches_pull_hot_nodes() {
     assert!(field(&r, "pushes_per_batch") < field(&flat, "pushes_per_batch") / 2.0);
 }
 
+/// With one value for every pair, only the predecessor's key tells a right answer from a
+/// wrong one: the run checks the key each query was answered from, on pulled nodes too.
+#[test]
+fn predecessors_are_verified_by_key_when_values_repeat() {
+    let sets = ["queries.skew=3", "data.value_domain=1"];
+    let r = run_on(&workload("predecessor", &sets));
+    assert!(r.answers_verified);
+    assert!(field(&r, "pulls_per_batch") > 0.0);
+}
+
 #[test]
 fn range_aggregates_run_as_scans_and_are_verified() {
     for kind in ["range-count-if", "range-max"] {

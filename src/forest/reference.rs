@@ -188,6 +188,15 @@ impl Reference {
             .collect()
     }
 
+    /// The existing key each get of batch `b` resolved to (meaningless where it found none).
+    pub fn resolved_keys(&self, b: usize) -> Vec<u64> {
+        let r = self.of(b);
+        self.resolved[r]
+            .iter()
+            .map(|k| k.load(Ordering::Relaxed))
+            .collect()
+    }
+
     /// Rewrites the gets of batch `b` to the existing keys they resolved to.
     pub fn resolved_gets(&self, b: usize, batch: &mut [Query]) {
         for (q, k) in batch.iter_mut().zip(&self.resolved[self.of(b)]) {

@@ -320,6 +320,29 @@ impl PimTreeOrdered {
             .collect()
     }
 
+    /// Checks that each predecessor query of batch `b` was answered from the pair the
+    /// reference resolved it to, not only with an equal value (values repeat when the
+    /// value domain is small). The key is the one the plan expected of the data reply,
+    /// which the DPU's reply was checked against.
+    fn verify_keys(&self, b: usize, want: &[Answer]) -> Result<(), IndexError> {
+        let plan = &self.plans[b];
+        let resolved = self.reference.resolved_keys(b);
+        for (i, &(a, z)) in plan.answer_spans.iter().enumerate() {
+            let Some(&(r, d, t)) = plan.fetched[a as usize..z as usize].first() else {
+                continue;
+            };
+            let data = &plan.rounds[r as usize].dpus[d as usize][0];
+            let key = data.expected(t as usize)[0];
+            if want[i].is_some() && key != resolved[i] {
+                return Err(IndexError::Verification(format!(
+                    "batch {b}, query {i} (predecessor): answered from key {key}, the reference's predecessor is key {}",
+                    resolved[i]
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Batch `b`'s program, with its buffers' payload bytes and the bytes moved.
     fn program(&self, b: usize) -> (Program, u64, u64) {
         let plan = &self.plans[b];
@@ -415,7 +438,11 @@ impl super::Index for PimTreeOrdered {
             )));
         }
         let answers = self.answers(b);
-        verify(self.kind, batch, &answers, &self.reference.answers(b))?;
+        let want = self.reference.answers(b);
+        verify(self.kind, batch, &answers, &want)?;
+        if self.kind == QueryKind::Predecessor {
+            self.verify_keys(b, &want)?;
+        }
         let (program, payload, moved) = self.program(b);
         if measured {
             self.count(b, queries, payload, moved);

@@ -4,10 +4,12 @@
 //! globals and the buffer header; each block's tasks are split into contiguous equal
 //! shares, read through the SDK's sequential reader, and the block ends at a barrier.
 //!
-//! A node is searched as PIM-tree's `b_search` walks it (PT:`dpu/bnode.h`): one block of
-//! each chain (keys, pointers, and shadow copies where the node has them) per 16 entries,
-//! until an entry above the key. The answer is the last entry at or below the key, or the
-//! node's first entry when every entry is above (the sentinel's node). Instruction counts
+//! A node is searched one key at a time: one block of each chain (keys, pointers, and
+//! shadow copies where the node has them) per 16 entries, until an entry above the key.
+//! The answer is the last entry at or below the key, or the node's first entry when every
+//! entry is above (the sentinel's node). PIM-tree's `b_search` (PT:`dpu/bnode.h`) differs:
+//! it reads every block of all three chains each node has, with no early stop, once for
+//! all the keys of a task (docs/pim-tree.md, "Simplified"). Instruction counts
 //! are estimates \[est\] of the compiled C; each constant says what it stands for.
 
 use super::image::{Layout, SAVED_GLOBALS_BYTES};
