@@ -81,7 +81,13 @@ pub fn ccp(
     let mut hi = loads.total_queries();
     match parts_needed(loads, hi, cap_pairs, limit) {
         Some(n) if n <= limit => {}
-        _ => return Err(PartitionError::CapInfeasible { dpus: p, cap_pairs }),
+        _ => {
+            return Err(PartitionError::CapInfeasible {
+                dpus: p,
+                cap_pairs,
+                pairs: loads.total_size(),
+            });
+        }
     }
     // Invariant: hi is feasible; everything below lo is infeasible.
     while lo < hi {
@@ -94,10 +100,19 @@ pub fn ccp(
     Ok((greedy_cut(loads, hi, cap_pairs), hi))
 }
 
-/// The data cap in pairs: floor(data_cap x D / P).
+/// The data cap in pairs: floor(data_cap x D / P), where a product within a billionth of a
+/// whole number is that number (1.15 is not exact in binary: 1.15 x 12,800 / 128 computes
+/// as 114.99999999999999, and means 115).
 pub fn cap_pairs(loads: &ChunkLoads, params: &PartitionParams) -> u64 {
     let d = loads.total_size() as f64;
-    (params.data_cap * d / params.dpus as f64).floor() as u64
+    let exact = params.data_cap * d / params.dpus as f64;
+    let nearest = exact.round();
+    let cap = if (exact - nearest).abs() <= 1e-9 * nearest.max(1.0) {
+        nearest
+    } else {
+        exact.floor()
+    };
+    cap as u64
 }
 
 /// Query-balanced: CCP on query load alone, no memory cap (Pinar and Aykanat 2004).
@@ -158,8 +173,30 @@ mod tests {
             ccp(&loads, 3, 1),
             Err(PartitionError::CapInfeasible {
                 dpus: 3,
-                cap_pairs: 1
+                cap_pairs: 1,
+                pairs: 5
             })
         );
+    }
+
+    #[test]
+    fn the_cap_is_a_whole_number_of_pairs_where_the_product_is_one() {
+        let params = |data_cap: f64, dpus: u32| PartitionParams {
+            dpus,
+            alpha: 1,
+            data_cap,
+            double_scan_gates: false,
+        };
+        // 12,800 chunks of one pair each.
+        let loads = ChunkLoads::new(&[1; 12_800], &[1; 12_800]);
+        // 1.15 x 12,800 / 128 is 115, though the float product falls just below it.
+        assert_eq!(cap_pairs(&loads, &params(1.15, 128)), 115);
+        assert_eq!(cap_pairs(&loads, &params(1.1, 100)), 140);
+        assert_eq!(cap_pairs(&loads, &params(1.0, 3)), 4266);
+        // A cap that cannot hold the data, 3 x 4,266 < 12,800 however the chunks are cut,
+        // says which key to raise.
+        let e = CappedCcp.partition(&loads, &params(1.0, 3)).unwrap_err();
+        assert!(e.to_string().contains("raise partition.data_cap"), "{e}");
+        assert!(!e.to_string().contains("chunk_pairs"), "{e}");
     }
 }

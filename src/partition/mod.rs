@@ -147,7 +147,12 @@ pub enum PartitionError {
         cap_pairs: u64,
     },
     /// No way to cut the chunks into P parts under the data cap.
-    CapInfeasible { dpus: u32, cap_pairs: u64 },
+    CapInfeasible {
+        dpus: u32,
+        cap_pairs: u64,
+        /// Pairs of the data set.
+        pairs: u64,
+    },
     /// Fewer chunks than DPUs.
     TooFewChunks { chunks: usize, dpus: u32 },
 }
@@ -163,7 +168,17 @@ impl fmt::Display for PartitionError {
                 f,
                 "chunk {chunk} holds {pairs} pairs, above the data cap of {cap_pairs} pairs per part; raise partition.data_cap or lower partition.chunk_pairs"
             ),
-            PartitionError::CapInfeasible { dpus, cap_pairs } => write!(
+            PartitionError::CapInfeasible {
+                dpus,
+                cap_pairs,
+                pairs,
+            } if u64::from(*dpus).saturating_mul(*cap_pairs) < *pairs => write!(
+                f,
+                "{dpus} parts of at most {cap_pairs} pairs hold fewer than the {pairs} pairs of the data; raise partition.data_cap"
+            ),
+            PartitionError::CapInfeasible {
+                dpus, cap_pairs, ..
+            } => write!(
                 f,
                 "the chunks cannot be cut into {dpus} parts of at most {cap_pairs} pairs; raise partition.data_cap or lower partition.chunk_pairs"
             ),
