@@ -202,6 +202,20 @@ fn a_ranks_transfer_threads_bound_its_part_when_they_transpose_slower_than_the_r
     );
     let bound = transfer_bound(&m, Direction::CpuDpu, TransferKind::Parallel, &sizes);
     assert_eq!(bound, TransferBound::Transposition);
+    // A serial transfer moves one DPU's bytes at a time, at that DPU's rate here; with
+    // a transposition slower still (0.05 GB/s) the transposition is named (a serial
+    // transfer was always named per-dpu-rate).
+    let serial = |m: &pimdes::machine::Machine| {
+        transfer_bound(m, Direction::CpuDpu, TransferKind::Serial, &sizes)
+    };
+    assert_eq!(serial(&m), TransferBound::PerDpuRate);
+    let slow = common::machine(&[
+        "ranks=1",
+        "usable_dpus=64",
+        "transfer.threads_per_rank=1",
+        "transfer.transpose_gb_per_s_per_thread=0.05",
+    ]);
+    assert_eq!(serial(&slow), TransferBound::Transposition);
     // Eight threads transpose 16 GB/s: the rank's own rate binds again (64 MB at 6.68 GB/s).
     let eight = common::machine(&[
         "ranks=1",

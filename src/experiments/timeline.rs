@@ -46,11 +46,13 @@ impl TraceRequest {
         (self.batches.end - self.batches.start).saturating_mul(dpus)
     }
 
-    /// Spans each recording may keep: the file's bound shared among them, so the
-    /// recordings never hold more than the trace can write.
+    /// Spans each recording may keep: half the file's bound shared among them, so the
+    /// recordings never hold more than the trace can write and leave the other half to
+    /// the batches', host's and ranks' spans (the recordings alone once filled the bound,
+    /// and the last of them was cut).
     pub fn spans_per_recording(&self) -> usize {
         let n = self.recordings().clamp(1, MAX_TRACED_DPU_BATCHES) as usize;
-        self.max_events / n
+        self.max_events / 2 / n
     }
 }
 
@@ -164,5 +166,29 @@ fn add_tasklets(
             trace.thread(pid, id, &format!("tasklet {id}"), id as i64);
         }
         t.add_to_trace(trace, pid, 0, machine.dpu.clock, kernel.start);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasklet_recordings_leave_half_the_trace_to_the_system_spans() {
+        let request = |batches: Range<u64>, dpus: TraceDpus| TraceRequest {
+            batches,
+            dpus,
+            max_events: MAX_TRACE_EVENTS,
+        };
+        // Five batches of two DPUs: ten recordings share half the bound.
+        let ten = request(0..5, TraceDpus::List(vec![0, 1]));
+        assert_eq!(ten.spans_per_recording(), 50_000);
+        assert_eq!(
+            request(0..1, TraceDpus::Busiest).spans_per_recording(),
+            500_000
+        );
+        // Beyond the most recordings a trace keeps, the share does not shrink further.
+        let many = request(0..100, TraceDpus::List(vec![0, 1, 2]));
+        assert_eq!(many.spans_per_recording(), 500_000 / 64);
     }
 }

@@ -402,17 +402,19 @@ pub fn transfer_bound(
     let p = Params::new(machine);
     let parts = rank_parts(&p, direction, kind, sizes);
     let seconds = |bytes: u64, rate: u64| bytes as f64 / rate.max(1) as f64;
+    let slowest = parts.iter().max_by(|a, b| {
+        seconds(a.moved_bytes, a.limit_bytes_per_s)
+            .total_cmp(&seconds(b.moved_bytes, b.limit_bytes_per_s))
+    });
     let (calls, rate_s, rate_bound) = if kind == TransferKind::Serial {
         let total: f64 = parts
             .iter()
             .map(|x| seconds(x.moved_bytes, x.limit_bytes_per_s))
             .sum();
-        (parts.len() as f64, total, TransferBound::PerDpuRate)
+        // The serial parts run one after another: the slowest one's limit names the bound.
+        let bound = slowest.map_or(TransferBound::PerDpuRate, |x| x.limited_by);
+        (parts.len() as f64, total, bound)
     } else {
-        let slowest = parts.iter().max_by(|a, b| {
-            seconds(a.moved_bytes, a.limit_bytes_per_s)
-                .total_cmp(&seconds(b.moved_bytes, b.limit_bytes_per_s))
-        });
         slowest.map_or((1.0, 0.0, TransferBound::PerRankRate), |x| {
             (
                 1.0,
