@@ -113,6 +113,17 @@ fn partition_results_compare_and_a_lost_flag_is_a_regression() {
     let o = compare(&a, &b, &["--rtol", "1"]);
     assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
     assert!(o.stdout.contains("fits_in_mram"), "{}", o.stdout);
+    // A metric NEW has and BASE lacks is named, not compared, and not a regression.
+    let c = d.join("c.json");
+    edit(&a, &c, |v| v["imbalance"]["new_metric"] = 1.5.into());
+    let o = compare(&a, &c, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout
+            .contains("1 metric(s) only in NEW, not compared: imbalance.new_metric"),
+        "{}",
+        o.stdout
+    );
 }
 
 #[test]

@@ -115,6 +115,17 @@ fn report(c: &Comparison, base: &Path, new: &Path) -> String {
             out.push('\n');
         }
     }
+    if !c.added.is_empty() {
+        const SHOWN: usize = 5;
+        let mut names = c.added[..c.added.len().min(SHOWN)].join(", ");
+        if c.added.len() > SHOWN {
+            names.push_str(&format!(" and {} more", c.added.len() - SHOWN));
+        }
+        out.push_str(&format!(
+            "{} metric(s) only in NEW, not compared: {names}\n",
+            c.added.len()
+        ));
+    }
     out.push_str(&format!(
         "{} vs {}: {} metrics over {} point(s) compared, {} moved, {} outside tolerance\n",
         base.display(),

@@ -85,6 +85,8 @@ pub struct Comparison {
     pub points: usize,
     /// Metrics that changed at all, in the order of the results.
     pub moved: Vec<Moved>,
+    /// Metrics NEW has and BASE lacks (not compared), as `point: path` for sweeps.
+    pub added: Vec<String>,
 }
 
 impl Comparison {
@@ -267,14 +269,20 @@ pub fn compare_results(
         points: 1,
         ..Comparison::default()
     };
+    let wanted = |path: &str| metrics.is_empty() || metrics.iter().any(|m| selected(path, m));
     for (path, leaf) in &old {
-        if !metrics.is_empty() && !metrics.iter().any(|m| selected(path, m)) {
+        if !wanted(path) {
             continue;
         }
         out.compared += 1;
         out.moved
             .extend(compare_leaf(path, leaf, fresh.get(path), tol));
     }
+    let known: std::collections::BTreeSet<&str> = old.iter().map(|(p, _)| p.as_str()).collect();
+    out.added = (fresh.keys())
+        .filter(|p| wanted(p) && !known.contains(p.as_str()))
+        .cloned()
+        .collect();
     Ok(out)
 }
 

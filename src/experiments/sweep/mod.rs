@@ -438,6 +438,9 @@ pub fn compare_sweeps(
             m.point = Some(file.clone());
             m
         }));
+        total
+            .added
+            .extend(c.added.into_iter().map(|path| format!("{file}: {path}")));
     }
     Ok(total)
 }
