@@ -306,6 +306,11 @@ fn bad_sweep_arguments_name_the_problem() {
         &pimdes(&["sweep", "--collect", s(&d)]),
         &["sweep.json", "sweep directory"],
     );
+    // Collecting runs nothing, so a thread count is a mistake, not something to ignore.
+    assert_bad(
+        &pimdes(&["sweep", "--collect", s(&d), "--jobs", "4"]),
+        &["--collect", "--jobs"],
+    );
 }
 
 /// Two data sizes on 16 DPUs with MRAM cut so that the larger does not fit.

@@ -32,7 +32,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     jobs: usize,
     /// Only write DIR/results.csv and DIR/results.jsonl from the points' result files.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["manifest", "out", "list", "point"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["manifest", "out", "list", "point", "jobs"])]
     collect: Option<PathBuf>,
 }
 
