@@ -226,8 +226,18 @@ fn streamed_bytes(machine: &Machine, workload: &Workload) -> u64 {
         workload.max_launches,
     );
     let counted = budget.counted_bytes(workload.batch_size, u64::from(machine.dpus));
+    // A get meets one routing entry; a range at most all of them, at most 3 per DPU (a
+    // tested guarantee of the partitioners, docs/partitioners.md).
+    let per_query = match workload.kind.is_range() {
+        true => 3 * u64::from(machine.dpus),
+        false => 1,
+    };
+    let batch = (
+        workload.batch_size,
+        workload.batch_size.saturating_mul(per_query),
+    );
     budget
-        .host_bytes(dpu_fragments)
+        .host_bytes(dpu_fragments, batch)
         .saturating_add(counted.saturating_mul(workload.total_batches()))
 }
 
@@ -565,6 +575,10 @@ mod tests {
         assert!(smaller < streamed / 10, "{smaller} against {streamed}");
         let held = bytes(&[big, "batches.streaming=\"never\""]);
         assert!(held > 10 * streamed, "{held} against {streamed}");
+        // A small batch streamed holds no more fragments than it has: 20,000 gets are
+        // 20,000 fragments, not the default budget's 80 Mi (4.4 GB).
+        let small_gets = bytes(&["batches.streaming=\"always\"", "queries.kind=\"get\""]);
+        assert!(small_gets < 128 << 20, "{small_gets}");
     }
 
     /// PIM-tree's runs, their estimates against measured peaks: on 128 DPUs with batches of

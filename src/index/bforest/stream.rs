@@ -89,11 +89,19 @@ impl Budget {
     /// Host bytes of the batch held at once: a group, a window of it, and the slabs in
     /// flight. A DPU given more fragments than the budget is a group and a window of its
     /// own, so both hold at least `dpu_fragments`, the most one DPU can be given
-    /// ([`most_fragments_per_dpu`]).
-    pub fn host_bytes(&self, dpu_fragments: u64) -> u64 {
-        let group = self.group_fragments.max(dpu_fragments);
-        let window = self.window_fragments.max(dpu_fragments);
-        let slabs = (SLABS_AT_ONCE * self.slab_queries) as u64;
+    /// ([`most_fragments_per_dpu`]); and none holds more than the batch has:
+    /// `batch_fragments` fragments of `batch_queries` queries at most.
+    pub fn host_bytes(
+        &self,
+        dpu_fragments: u64,
+        (batch_queries, batch_fragments): (u64, u64),
+    ) -> u64 {
+        let group = self.group_fragments.max(dpu_fragments).min(batch_fragments);
+        let window = self
+            .window_fragments
+            .max(dpu_fragments)
+            .min(batch_fragments);
+        let slabs = ((SLABS_AT_ONCE * self.slab_queries) as u64).min(batch_queries);
         (group.saturating_mul(GROUP_BYTES_PER_FRAGMENT))
             .saturating_add(window.saturating_mul(WINDOW_BYTES_PER_FRAGMENT))
             .saturating_add(slabs * SLAB_BYTES_PER_QUERY)
@@ -461,9 +469,15 @@ mod tests {
     fn a_dpu_above_the_budget_counts_as_a_group_and_a_window() {
         let budget = Budget::new(1000);
         let slabs = 8 * (1 << 16) * 24;
-        assert_eq!(budget.host_bytes(0), 1000 * 28 + 200 * 126 + slabs);
+        let big = (u64::MAX, u64::MAX);
+        assert_eq!(budget.host_bytes(0, big), 1000 * 28 + 200 * 126 + slabs);
         // One DPU may be given 10,000 fragments: it is a group and a window alone.
-        assert_eq!(budget.host_bytes(10_000), 10_000 * (28 + 126) + slabs);
+        assert_eq!(budget.host_bytes(10_000, big), 10_000 * (28 + 126) + slabs);
+        // A batch of 100 queries and at most 300 fragments holds no more than those.
+        assert_eq!(
+            budget.host_bytes(10_000, (100, 300)),
+            300 * (28 + 126) + 100 * 24
+        );
         // 64 MiB of MRAM, records of 24 + 8 bytes for a range count: 2 Mi per launch.
         let most = most_fragments_per_dpu(QueryKind::RangeCountIf, 64 << 20, 3);
         assert_eq!(most, 3 * (2 << 20));
