@@ -224,6 +224,11 @@ impl BForest {
         progress.phase("partitioning");
         let prepared = Prepared::new(machine, workload)?;
         let partitioning = prepared.partition(partitioner, workload)?;
+        // The reference sees the chunks the partitioning places, as the trees do: a chunk
+        // it left out would be missing from both, and range answers would still agree.
+        partitioning
+            .check(prepared.loads.chunks())
+            .map_err(|e| IndexError::Verification(format!("the partitioning: {e}")))?;
         let table = RoutingTable::new(&partitioning, &prepared.data);
         let streams = workload.streams();
         progress.phase(if streams {
