@@ -193,7 +193,7 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 13] = [
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
             "0 is not an integer from 1 to 67108864",
@@ -247,6 +247,15 @@ fn bad_sweep_settings_name_their_key() {
                 "microbench.prim.dpus=[1,4]",
             ],
             "needs 800000000 bytes of MRAM per DPU",
+        ),
+        // PrIM's binary search misses queries at sizes PrIM did not run (exit 3 before).
+        (
+            &["prim-bs", "--set", "microbench.prim.input_size=1000"],
+            "a power of two of at least 64 elements",
+        ),
+        (
+            &["prim-bs", "--set", "microbench.prim.input_size=32"],
+            "a power of two of at least 64 elements",
         ),
     ];
     for (args, needle) in cases {

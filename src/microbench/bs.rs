@@ -36,6 +36,16 @@ const PER_STEP_INSTRUCTIONS: u64 = 12;
 /// instructions, not measured.
 const PRINTF_INSTRUCTIONS: u64 = 150;
 
+/// Whether PrIM's search answers every query of a vector of `p` elements. It halves byte
+/// addresses and reads whole blocks: near the start of a vector whose size is not a power
+/// of two it reads the block at the midpoint, not at the vector's start, and misses the
+/// queries before it; and the first block it reads, at the middle, runs past the end of a
+/// vector shorter than two blocks (into the queries). PrIM ran powers of two, and so does
+/// pimdes (a wrong answer would fail the run's check).
+pub fn bs_answers_every_query(p: u64) -> bool {
+    p.is_power_of_two() && p >= 2 * BLOCK_BYTES / ELEMENT_BYTES
+}
+
 /// Queries in all, padded as PrIM's host pads them.
 pub fn bs_queries(p: u64, dpus: u32) -> u64 {
     let unit = u64::from(dpus) * u64::from(BS_TASKLETS);

@@ -189,6 +189,18 @@ pub fn points(
     machine: &Machine,
     sweep: &PrimSweep,
 ) -> Result<(Vec<(u32, u64)>, usize), InputError> {
+    if benchmark == Benchmark::Bs
+        && let Some(n) = sweep
+            .input_size
+            .filter(|&n| !super::bs::bs_answers_every_query(n))
+    {
+        return Err(InputError::plain(
+            "microbench.prim.input_size",
+            format!(
+                "prim-bs with {n} elements: PrIM's binary search answers every query only for a power of two of at least 64 elements (it halves byte addresses and reads whole 256-byte blocks), so pimdes runs those sizes only"
+            ),
+        ));
+    }
     let dpus = sweep.dpus.clone().unwrap_or(DEFAULT_DPUS.to_vec());
     let mut all = Vec::new();
     for &d in &dpus {
