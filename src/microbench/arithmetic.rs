@@ -237,7 +237,12 @@ fn run_one(
         let expect = &mut expect[..size];
         expect.copy_from_slice(x);
         apply(op, ty, expect, ELEMENTS);
-        assert_eq!(expect, y, "arithmetic kernel result wrong at element {i}");
+        if expect != y {
+            let reason =
+                format!("arithmetic {op:?} on {ty:?}: element {i} is {y:?}, the host's {expect:?}");
+            let error = KernelError::Kernel { tasklet: 0, reason };
+            return Err(LaunchError { dpu: 0, error });
+        }
     }
     let timed = kernel
         .cycles

@@ -230,11 +230,12 @@ fn run_one(
             .mram()
             .read_u64s(2 * ARRAY_BYTES, span.min(ELEMENTS as usize));
         for (i, &x) in c.iter().enumerate() {
-            assert_eq!(
-                x,
-                kernel.apply(a[i], b[i]),
-                "STREAM {kernel:?} wrong at {i}"
-            );
+            let want = kernel.apply(a[i], b[i]);
+            if x != want {
+                let reason = format!("STREAM {kernel:?}: element {i} is {x}, the host's {want}");
+                let error = KernelError::Kernel { tasklet: 0, reason };
+                return Err(LaunchError { dpu: 0, error });
+            }
         }
         let elements = iterations * stride / 8;
         (kernel.bytes_per_element() * elements, max(&k.cycles))
