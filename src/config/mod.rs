@@ -40,8 +40,8 @@ impl Override {
         let raw_value = raw_value.trim();
         let value = match toml::from_str::<toml::Table>(&format!("v = {raw_value}")) {
             Ok(mut table) => table.remove("v").expect("parsed table holds v"),
-            // Digits that are no TOML integer are one out of its range, not a string.
-            Err(_) if is_integer_text(raw_value) => {
+            // A well-formed integer TOML refused is one out of its range, not a string.
+            Err(_) if is_integer_beyond_toml(raw_value) => {
                 return Err(InputError::key(
                     origin,
                     key,
@@ -65,11 +65,23 @@ impl Override {
     }
 }
 
-/// Whether `text` is an integer as TOML writes one: a sign, then digits and underscores.
-fn is_integer_text(text: &str) -> bool {
+/// Whether `text` is a decimal integer as TOML writes one (a sign, digits, single
+/// underscores between digits, no leading zero) that is beyond TOML's 64-bit integers.
+fn is_integer_beyond_toml(text: &str) -> bool {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
-    digits.starts_with(|c: char| c.is_ascii_digit())
-        && digits.chars().all(|c| c.is_ascii_digit() || c == '_')
+    let well_formed = !digits.is_empty()
+        && digits
+            .split('_')
+            .all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+        && !(digits.len() > 1 && digits.starts_with('0'));
+    let plain: String = digits.chars().filter(|&c| c != '_').collect();
+    // TOML's integers run from -2^63 to 2^63 - 1; more digits than u128 holds is beyond too.
+    let most: u128 = if text.starts_with('-') {
+        1 << 63
+    } else {
+        (1 << 63) - 1
+    };
+    well_formed && plain.parse::<u128>().map_or(true, |n| n > most)
 }
 
 /// The largest machine or workload file read, in bytes. The shipped files are a few KiB;
@@ -336,9 +348,14 @@ mod tests {
         let e = Override::parse("queries.batch_size=18446744073709551615").unwrap_err();
         assert!(e.to_string().contains("beyond TOML's integers"), "{e}");
         assert!(e.to_string().contains("`queries.batch_size`"), "{e}");
-        // Other text that is no TOML value is still a string.
+        // Other text that is no TOML value is still a string, a leading zero included.
         let o = Override::parse("queries.kind=range-max").unwrap();
         assert_eq!(o.value, toml::Value::String("range-max".into()));
+        let o = Override::parse("seed=007").unwrap();
+        assert_eq!(o.value, toml::Value::String("007".into()));
+        assert!(Override::parse("seed=9223372036854775808").is_err());
+        let o = Override::parse("x=-9223372036854775808").unwrap();
+        assert_eq!(o.value, toml::Value::Integer(i64::MIN));
         assert!(Override::parse("a..b=1").is_err());
     }
 
