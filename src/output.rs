@@ -151,7 +151,13 @@ fn temporary_path(path: &Path) -> PathBuf {
 /// The target a temporary file name belongs to (`.NAME.tmp-PID-N` gives `NAME`), for
 /// removing what a killed process left; `None` for any other name.
 pub fn temporary_target(file_name: &str) -> Option<&str> {
-    let (target, tail) = file_name.strip_prefix('.')?.rsplit_once(TEMPORARY_MARK)?;
+    legacy_temporary_target(file_name.strip_prefix('.')?)
+}
+
+/// The target of a temporary file named `NAME.tmp-PID-N`, not hidden, as earlier versions
+/// named them; `None` for any other name (`results.csv.tmp-keep` is a user's file).
+pub fn legacy_temporary_target(file_name: &str) -> Option<&str> {
+    let (target, tail) = file_name.rsplit_once(TEMPORARY_MARK)?;
     let plain = !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit() || c == '-');
     plain.then_some(target)
 }

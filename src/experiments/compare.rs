@@ -212,14 +212,9 @@ fn kind(result: &Value) -> &'static str {
     }
 }
 
-/// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
-/// the comparison to those metrics and what lies below them; each must exist in BASE.
-pub fn compare_results(
-    base: (&str, &Value),
-    new: (&str, &Value),
-    tol: Tolerance,
-    metrics: &[String],
-) -> Result<Comparison, InputError> {
+/// Refuses two results that cannot be compared metric by metric: different
+/// configurations, report versions or commands.
+fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
     if let Some(key) = first_difference(&base.1["config"], &new.1["config"], "config") {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
@@ -248,6 +243,18 @@ pub fn compare_results(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
+/// the comparison to those metrics and what lies below them; each must exist in BASE.
+pub fn compare_results(
+    base: (&str, &Value),
+    new: (&str, &Value),
+    tol: Tolerance,
+    metrics: &[String],
+) -> Result<Comparison, InputError> {
+    check_comparable(base, new)?;
     let mut old = Vec::new();
     leaves(base.1, "", &mut old);
     let mut fresh = Vec::new();

@@ -17,7 +17,7 @@ use crate::experiments::estimate::{Limits, check_partition, check_run};
 use crate::experiments::partition::{EffectiveConfig, run_partition};
 use crate::experiments::run::{Silent, run};
 use crate::machine::Machine;
-use crate::output::{OutputTarget, temporary_target};
+use crate::output::{OutputTarget, legacy_temporary_target, temporary_target};
 use crate::partition::{self, Partitioner};
 use crate::workload::Workload;
 pub use manifest::{Manifest, Point, SweepCommand};
@@ -210,13 +210,6 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
         }
     }
     Ok(())
-}
-
-/// The target of a temporary file named `FILE.tmp-PID-N`, as earlier versions named them.
-fn legacy_temporary_target(name: &str) -> Option<&str> {
-    let (file, tail) = name.rsplit_once(".tmp-")?;
-    let ours = !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit() || c == '-');
-    ours.then_some(file)
 }
 
 /// How a point went.
