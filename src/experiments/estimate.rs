@@ -24,8 +24,9 @@ const PER_PAIR_BYTES: u64 = 20;
 /// and the reference's sorted copy of it (24 bytes; measured at paper scale: +469 MB for
 /// 30 M queries after the copy, 16 bytes more per query), which since 2026-12-05 keeps
 /// each query's index beside it (measured at paper scale: peak RSS 11.17 GB against 11.05
-/// GB, 4 bytes more per query).
-const PER_QUERY_BYTES: u64 = 90;
+/// GB, 4 bytes more per query), and since 2026-12-06 each query's place in that order
+/// (measured at paper scale: 11.02 GB against 10.90 GB, 4 bytes more per query).
+const PER_QUERY_BYTES: u64 = 94;
 /// Per chunk of the partitioners' chunk boundaries and loads (`partition` holds only
 /// these, never the pairs; measured: 2^30 pairs in chunks of 300, 3.58 M chunks, 146 MB
 /// peak, about 41 bytes each, rounded up).
@@ -125,8 +126,8 @@ const PIMTREE_BYTES_PER_COVERED_PAIR: u64 = 96;
 /// leaves 6 for the rest; predecessors at 953 MiB, 42 bytes a pair in their group. Checked
 /// out of that fit: predecessors at 10 M and 40 M pairs estimated at 499 and 1,872 MiB,
 /// measured 560 and 1,808; range-count-if at 20 M 1,226 against 1,090; at paper scale
-/// (`upmem-2538`, 500 M pairs, docs/performance.md and docs/pim-tree.md) gets 9.3 GiB
-/// against 7.2-7.6, predecessors 16.1 GiB against 12.85, the scan comparison 10.7 GiB
+/// (`upmem-2538`, 500 M pairs, docs/performance.md and docs/pim-tree.md) gets 9.5 GiB
+/// against 7.63 (`workloads/pim-tree-get.toml`, measured 2026-12-06), predecessors 16.1 GiB against 12.85, the scan comparison 10.7 GiB
 /// against 9.6. Until then PIM-tree took B+-Forest's 20 bytes a pair and no group: its
 /// predecessor runs were estimated at half their peak at 20 M pairs, and its paper-scale
 /// runs 40-65 % above theirs.
@@ -619,7 +620,7 @@ mod tests {
         let million = "queries.batch_size=1000000";
         let range = "queries.range_pairs=100";
         let estimates = [
-            (paper("queries.kind=\"get\"", million, range), 7.26),
+            (paper("queries.kind=\"get\"", million, range), 7.63),
             (paper("queries.kind=\"predecessor\"", million, range), 12.85),
             (
                 paper(

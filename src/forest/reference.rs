@@ -7,7 +7,9 @@
 //! of visits, and therefore the thread count, does not change the result.
 //!
 //! The queries of all batches are kept in one array sorted by lower end, so that a chunk's
-//! visit makes two searches in all rather than two per batch.
+//! visit makes two searches in all rather than two per batch, and the per-query answers are
+//! kept in that order too, so that a visit writes them sequentially rather than at random
+//! places (a cache miss each, most of the visits' time once most counts are not zero).
 
 use crate::workload::{Query, QueryKind};
 use rayon::prelude::*;
@@ -29,7 +31,8 @@ pub struct Reference {
     /// than batches: the total last).
     starts: Vec<usize>,
     sorted: SortedQueries,
-    /// Per query, batch after batch in their own order: the count, maximum or value.
+    /// Per query, in the sorted order of [`SortedQueries::entries`] (so that a chunk's
+    /// visit writes them sequentially, not at random): the count, maximum or value.
     acc: Vec<AtomicU64>,
     found: Vec<AtomicBool>,
     /// Gets: the existing key each get resolves to.
@@ -38,12 +41,14 @@ pub struct Reference {
 
 /// Every query of every batch, sorted by lower end, with a sampled first level.
 struct SortedQueries {
-    /// The queries in that order, each with its position in the per-query vectors of
-    /// [`Reference`], so that a chunk's visit reads them sequentially.
+    /// The queries in that order, so that a chunk's visit reads them sequentially, each
+    /// with its index in the batches laid end to end.
     entries: Vec<(Query, u32)>,
     /// Every [`SAMPLE_EVERY`]-th lower end of `entries`: a small first level for the
     /// searches each chunk's visit makes.
     lo_sample: Vec<u64>,
+    /// Per query, batch after batch in their own order: its place in `entries`.
+    position: Vec<u32>,
 }
 
 impl SortedQueries {
@@ -65,7 +70,15 @@ impl SortedQueries {
             .step_by(SAMPLE_EVERY)
             .map(|e| e.0.lo)
             .collect();
-        SortedQueries { entries, lo_sample }
+        let mut position = vec![0u32; total];
+        for (p, &(_, i)) in entries.iter().enumerate() {
+            position[i as usize] = p as u32;
+        }
+        SortedQueries {
+            entries,
+            lo_sample,
+            position,
+        }
     }
 
     /// The partition point of `pred` over the sorted lower ends, searching the samples
@@ -130,11 +143,10 @@ impl Reference {
         let s = &self.sorted;
         let from = s.partition_point(|lo| lo < first.saturating_sub(self.width_minus_one));
         let to = s.partition_point(|lo| lo <= last);
-        for &(q, qi) in &s.entries[from..to] {
+        for (&(q, _), i) in s.entries[from..to].iter().zip(from..) {
             if q.hi < first {
                 continue;
             }
-            let i = qi as usize;
             if !self.kind.is_range() {
                 let at = pairs.partition_point(|p| p.0 <= q.lo).saturating_sub(1);
                 let (key, value) = pairs[at];
@@ -167,22 +179,20 @@ impl Reference {
         }
     }
 
-    /// The per-query positions of batch `b`.
-    fn of(&self, b: usize) -> std::ops::Range<usize> {
-        self.starts[b]..self.starts[b + 1]
+    /// The places in the sorted order of batch `b`'s queries, in the batch's order.
+    fn of(&self, b: usize) -> &[u32] {
+        &self.sorted.position[self.starts[b]..self.starts[b + 1]]
     }
 
     /// The answers of batch `b`, once every chunk has been visited.
     pub fn answers(&self, b: usize) -> Vec<Answer> {
-        let r = self.of(b);
-        self.acc[r.clone()]
-            .iter()
-            .zip(&self.found[r])
-            .map(|(a, f)| {
-                let v = a.load(Ordering::Relaxed);
+        self.of(b)
+            .par_iter()
+            .map(|&p| {
+                let v = self.acc[p as usize].load(Ordering::Relaxed);
                 match self.kind {
                     QueryKind::RangeCountIf => Some(v),
-                    _ => f.load(Ordering::Relaxed).then_some(v),
+                    _ => self.found[p as usize].load(Ordering::Relaxed).then_some(v),
                 }
             })
             .collect()
@@ -190,17 +200,16 @@ impl Reference {
 
     /// The existing key each get of batch `b` resolved to (meaningless where it found none).
     pub fn resolved_keys(&self, b: usize) -> Vec<u64> {
-        let r = self.of(b);
-        self.resolved[r]
-            .iter()
-            .map(|k| k.load(Ordering::Relaxed))
+        self.of(b)
+            .par_iter()
+            .map(|&p| self.resolved[p as usize].load(Ordering::Relaxed))
             .collect()
     }
 
     /// Rewrites the gets of batch `b` to the existing keys they resolved to.
     pub fn resolved_gets(&self, b: usize, batch: &mut [Query]) {
-        for (q, k) in batch.iter_mut().zip(&self.resolved[self.of(b)]) {
-            let key = k.load(Ordering::Relaxed);
+        for (q, &p) in batch.iter_mut().zip(self.of(b)) {
+            let key = self.resolved[p as usize].load(Ordering::Relaxed);
             q.lo = key;
             q.hi = key;
         }
