@@ -1,5 +1,7 @@
 //! PrIM MRAM latency/bandwidth: one tasklet issues back-to-back `mram_read` or
-//! `mram_write` calls of one size, 8 to 2,048 bytes.
+//! `mram_write` calls of one size, 8 to 2,048 bytes. The bytes are real: a read must bring
+//! MRAM's pattern into WRAM, a write must leave WRAM's pattern in MRAM (checked by the
+//! kernel and by the host after the launch).
 
 use super::{launch_one, mb_per_s};
 use crate::dpu::{Kernel, KernelError, LaunchError, Tasklet};
@@ -24,14 +26,41 @@ struct BackToBack {
     size: u32,
 }
 
+/// The byte the suite puts at MRAM address `addr` (a read's source, a write's target).
+fn pattern(addr: u64) -> u8 {
+    (addr ^ addr >> 8 ^ addr >> 16).wrapping_mul(0x9d) as u8
+}
+
+fn fill(bytes: &mut [u8], addr: u64) {
+    for (b, a) in bytes.iter_mut().zip(addr..) {
+        *b = pattern(a);
+    }
+}
+
+/// Where `bytes`, which should hold MRAM's pattern from `addr` on, do not.
+fn mismatch(bytes: &[u8], addr: u64) -> Option<(u64, u8)> {
+    (addr..)
+        .zip(bytes)
+        .find(|&(a, &b)| b != pattern(a))
+        .map(|(a, &b)| (a, b))
+}
+
 impl Kernel for BackToBack {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let buf = t.mem_alloc(self.size)?;
         for i in 0..REPETITIONS {
             let addr = i * self.size as u64;
             match self.direction {
-                DmaDirection::Read => t.mram_read(addr, buf, self.size).await?,
-                DmaDirection::Write => t.mram_write(buf, addr, self.size).await?,
+                DmaDirection::Read => {
+                    t.mram_read(addr, buf, self.size).await?;
+                    if let Some((a, b)) = t.with_wram(buf, self.size, |w| mismatch(w, addr))? {
+                        return Err(t.fail(format!("MRAM byte {a} read as {b}")));
+                    }
+                }
+                DmaDirection::Write => {
+                    t.with_wram(buf, self.size, |w| fill(w, addr))?;
+                    t.mram_write(buf, addr, self.size).await?;
+                }
             }
         }
         Ok(())
@@ -57,7 +86,26 @@ pub fn mram(machine: &Machine) -> Result<Vec<MramRecord>, LaunchError> {
     configs
         .into_par_iter()
         .map(|(direction, size)| {
-            let (report, _) = launch_one(machine, &BackToBack { direction, size }, 1, |_| {})?;
+            let bytes = (size as u64 * REPETITIONS) as usize;
+            let kernel = BackToBack { direction, size };
+            let (report, dpu) = launch_one(machine, &kernel, 1, |d| {
+                if direction == DmaDirection::Read {
+                    let mut source = vec![0; bytes];
+                    fill(&mut source, 0);
+                    d.mram_mut().write(0, &source);
+                }
+            })?;
+            let mut written = vec![0; bytes];
+            dpu.mram().read(0, &mut written);
+            if let Some((a, b)) = mismatch(&written, 0) {
+                let what = match direction {
+                    DmaDirection::Read => "reads",
+                    DmaDirection::Write => "writes",
+                };
+                let reason = format!("MRAM byte {a} is {b} after the {what}");
+                let error = KernelError::Kernel { tasklet: 0, reason };
+                return Err(LaunchError { dpu: 0, error });
+            }
             Ok(MramRecord {
                 direction,
                 size_bytes: size,
@@ -67,4 +115,20 @@ pub fn mram(machine: &Machine) -> Result<Vec<MramRecord>, LaunchError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pattern_check_finds_a_changed_byte() {
+        let mut bytes = vec![0; 4096];
+        fill(&mut bytes, 8192);
+        assert_eq!(mismatch(&bytes, 8192), None);
+        // The pattern depends on the address: the same bytes elsewhere do not match.
+        assert!(mismatch(&bytes, 0).is_some());
+        bytes[1000] ^= 1;
+        assert_eq!(mismatch(&bytes, 8192), Some((9192, bytes[1000])));
+    }
 }

@@ -138,9 +138,49 @@ impl Kernel for Stream {
     }
 }
 
-/// 8-byte read-modify-write at pseudo-random addresses of a 2 MiB table.
+/// 8-byte read-modify-write at pseudo-random addresses of a table of [`ELEMENTS`] words.
 struct Random {
     cycles: Vec<AtomicU64>,
+}
+
+/// The MRAM addresses tasklet `tasklet` of the random kernel updates, in order (a linear
+/// congruential generator seeded by the tasklet id).
+fn random_addresses(tasklet: u32) -> impl Iterator<Item = u64> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ tasklet as u64;
+    (0..RANDOM_UPDATES).map(move |_| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 33) % ELEMENTS) * 8
+    })
+}
+
+/// Checks the random kernel's table (zero before the launch) against a count of every
+/// tasklet's updates per word. Tasklets update without a lock, so an update whose read came
+/// before another tasklet's write of the same word can be lost; as HPCC RandomAccess does,
+/// up to 1 % of the updates may be. No word may hold more than its updates, and a word
+/// updated at all holds at least 1.
+fn check_random(table: &[u64], tasklets: u32) -> Result<(), String> {
+    let mut want = vec![0u64; ELEMENTS as usize];
+    for t in 0..tasklets {
+        for addr in random_addresses(t) {
+            want[(addr / 8) as usize] += 1;
+        }
+    }
+    let mut lost = 0;
+    for (i, (&got, &updates)) in table.iter().zip(&want).enumerate() {
+        if got > updates || (updates > 0 && got == 0) {
+            return Err(format!("random: word {i} is {got} after {updates} updates"));
+        }
+        lost += updates - got;
+    }
+    let updates = RANDOM_UPDATES * tasklets as u64;
+    if lost * 100 > updates {
+        return Err(format!(
+            "random: {lost} of {updates} updates lost, above 1 %"
+        ));
+    }
+    Ok(())
 }
 
 impl Kernel for Random {
@@ -148,14 +188,9 @@ impl Kernel for Random {
         let buf = t.mem_alloc(8)?;
         // Index hash (multiply, shift, mask), the add, loop overhead.
         let per_update = 3 * t.cost(Op::Alu) + t.cost(Op::AddI64) + t.cost(Op::LoopIteration);
-        let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ t.id() as u64;
         t.barrier_wait(0).await?;
         let begin = t.cycle();
-        for _ in 0..RANDOM_UPDATES {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let addr = ((state >> 33) % ELEMENTS) * 8;
+        for addr in random_addresses(t.id()) {
             t.mram_read(addr, buf, 8).await?;
             let v = t.wram_read_u64(buf)?;
             t.wram_write_u64(buf, v.wrapping_add(1))?;
@@ -208,7 +243,12 @@ fn run_one(
     let cycles: Vec<AtomicU64> = (0..tasklets).map(|_| AtomicU64::new(0)).collect();
     let (bytes, cycles) = if kernel == StreamKernel::Random {
         let k = Random { cycles };
-        launch_one(machine, &k, tasklets, |_| {})?;
+        let (_, dpu) = launch_one(machine, &k, tasklets, |_| {})?;
+        let table = dpu.mram().read_u64s(0, ELEMENTS as usize);
+        check_random(&table, tasklets).map_err(|reason| LaunchError {
+            dpu: 0,
+            error: KernelError::Kernel { tasklet: 0, reason },
+        })?;
         (16 * RANDOM_UPDATES * tasklets as u64, max(&k.cycles))
     } else {
         let stride = BLOCK_BYTES as u64 * tasklets as u64;
@@ -254,4 +294,46 @@ fn max(cycles: &[AtomicU64]) -> u64 {
         .map(|c| c.load(Ordering::Relaxed))
         .max()
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table a random run leaves when no update is lost.
+    fn counted(tasklets: u32) -> Vec<u64> {
+        let mut table = vec![0; ELEMENTS as usize];
+        for t in 0..tasklets {
+            for addr in random_addresses(t) {
+                table[(addr / 8) as usize] += 1;
+            }
+        }
+        table
+    }
+
+    #[test]
+    fn the_random_check_takes_every_update_and_refuses_what_no_run_leaves() {
+        let good = counted(4);
+        assert_eq!(check_random(&good, 4), Ok(()));
+        let touched = good.iter().position(|&n| n > 0).unwrap();
+        let mut extra = good.clone();
+        extra[touched] += 1;
+        assert!(
+            check_random(&extra, 4)
+                .unwrap_err()
+                .contains("after 1 updates")
+        );
+        let mut zero = good.clone();
+        zero[touched] = 0;
+        assert!(check_random(&zero, 4).is_err());
+        // One update lost of 1,024 passes; 11 (above 1 %) do not.
+        let mut lost = good.clone();
+        let words: Vec<usize> = (0..lost.len()).filter(|&i| lost[i] >= 2).collect();
+        lost[words[0]] -= 1;
+        assert_eq!(check_random(&lost, 4), Ok(()));
+        for &w in &words[1..11] {
+            lost[w] -= 1;
+        }
+        assert!(check_random(&lost, 4).unwrap_err().contains("11 of 1024"));
+    }
 }
