@@ -511,7 +511,7 @@ mod tests {
         assert_eq!(e.wall_s, 3220.0);
         assert_eq!(
             e.long().unwrap(),
-            "note: this run (4.4e10 simulated DPU events, 14027 MiB of host memory) is \
+            "note: this run (4.4e10 simulated DPU events, 14091 MiB of host memory) is \
              estimated at about 54 minutes of wall time; progress follows on stderr"
         );
         let tiny = include_str!("../../workloads/tiny.toml");
