@@ -224,12 +224,11 @@ impl Attribution {
         let section = key?;
         let (_, text) = self.created_sections.iter().find(|(s, _)| s == section)?;
         let full = format!("{section}.{field}");
-        let first_line = reason.lines().next().unwrap_or(reason);
         Some(InputError::key(
             format!("--set {text}"),
             &full,
             format!(
-                "{first_line}: the file has no [{section}] section, so it comes from this override alone; set `{full}` too (--set {full}=...)"
+                "{reason}: the file has no [{section}] section, so it comes from this override alone; set `{full}` too (--set {full}=...)"
             ),
         ))
     }
@@ -321,7 +320,9 @@ impl Source {
         let value = toml::Value::Table(self.table.clone());
         serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
             let path = err.path().to_string();
-            let reason = err.into_inner().to_string();
+            // The message alone: toml's `Display` appends "in `key`", which the error
+            // names already.
+            let reason = err.into_inner().message().to_owned();
             self.attribution.error_at(&path, reason)
         })
     }
