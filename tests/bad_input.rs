@@ -57,7 +57,10 @@ fn unknown_key_in_file() {
         t.replace("[queries]", "[queries]\nskw = 1.0")
     });
     let o = partition(&["--workload", w.to_str().unwrap()]);
-    assert_bad(&o, &["unknown.toml", "`queries.skw`", "unknown field `skw`"]);
+    assert_bad(
+        &o,
+        &["unknown.toml", "`queries.skw`", "unknown field `skw`"],
+    );
 }
 
 #[test]
@@ -220,6 +223,13 @@ fn override_path_that_does_not_exist() {
 fn malformed_override() {
     let o = partition(&["--set", "queries.skew"]);
     assert_bad(&o, &["--set queries.skew", "expected key=value"]);
+    // TOML would read the line after the break as another key and drop it silently.
+    let o = partition(&["--set", "queries.skew=0.5\nseed=5"]);
+    assert_bad(&o, &["`queries.skew`", "line break"]);
+    // A key of 40,000 parts overflowed the stack building its tables.
+    let deep = format!("{}c=1", "a.".repeat(40_000));
+    let o = partition(&["--set", &deep]);
+    assert_bad(&o, &["40001 dotted parts", "no key has more than 8"]);
 }
 
 #[test]

@@ -160,6 +160,17 @@ fn different_configurations_and_bad_files_are_refused() {
     let garbage = d.join("garbage.json");
     std::fs::write(&garbage, "{ not json").unwrap();
     assert_bad(&compare(&garbage, &a, &[]), &["garbage.json", "not JSON"]);
+    // A device never ends and a FIFO blocks: both are refused before they are opened.
+    let zero = Path::new("/dev/zero");
+    assert_bad(&compare(zero, &a, &[]), &["/dev/zero", "not a regular file"]);
+    // A sweep directory whose index is not a regular file is refused the same way.
+    let sweep = d.join("sweep");
+    std::fs::create_dir_all(&sweep).unwrap();
+    std::os::unix::fs::symlink(zero, sweep.join("sweep.json")).unwrap();
+    assert_bad(
+        &compare(&sweep, &sweep, &[]),
+        &["sweep.json", "not a regular file"],
+    );
     let foreign = d.join("foreign.json");
     std::fs::write(&foreign, "{\"batch_time_us\": 1}").unwrap();
     assert_bad(&compare(&a, &foreign, &[]), &["not a pimdes result"]);

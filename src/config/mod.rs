@@ -22,6 +22,11 @@ pub struct Override {
     pub value: toml::Value,
 }
 
+/// Dotted parts an override's key may have: the deepest key of any input file has 4
+/// (`machine.dpu.instructions.alu`), and each part is a level of tables
+/// to build and walk.
+const MAX_KEY_PARTS: usize = 8;
+
 impl Override {
     /// Parses `key=value`. The value is read as a TOML value (`1.2`, `true`, `"x"`, `[1, 2]`);
     /// anything that is not valid TOML is taken as a bare string, so `queries.kind=get` works.
@@ -37,7 +42,22 @@ impl Override {
                 "the key is empty or has an empty part",
             ));
         }
+        let parts = key.split('.').count();
+        if parts > MAX_KEY_PARTS {
+            return Err(InputError::plain(
+                origin,
+                format!("the key has {parts} dotted parts; no key has more than {MAX_KEY_PARTS}"),
+            ));
+        }
         let raw_value = raw_value.trim();
+        // TOML would read what follows a line break as more keys of its own, not this one's.
+        if raw_value.contains(['\n', '\r']) {
+            return Err(InputError::key(
+                origin,
+                key,
+                "the value holds a line break; give one value per --set",
+            ));
+        }
         let value = match toml::from_str::<toml::Table>(&format!("v = {raw_value}")) {
             Ok(mut table) => table.remove("v").expect("parsed table holds v"),
             // A well-formed integer TOML refused is one out of its range, not a string.
@@ -93,15 +113,34 @@ pub const MAX_INPUT_FILE_BYTES: u64 = 1 << 20;
 /// naming the file.
 pub fn read_toml_file(path: &Path) -> Result<toml::Table, InputError> {
     let origin = path.display().to_string();
-    let text = read_input_file(path).map_err(|reason| InputError::plain(&origin, reason))?;
+    let limit = (
+        MAX_INPUT_FILE_BYTES,
+        "(1 MiB) limit for machine and workload files",
+    );
+    let text = read_text_file(path, limit, "a TOML file")
+        .map_err(|reason| InputError::plain(&origin, reason))?;
     parse_toml(&origin, &text)
 }
 
-/// The text of a regular file of at most [`MAX_INPUT_FILE_BYTES`]. The file type is
-/// checked on the metadata, before opening, because opening a FIFO blocks until a writer
-/// comes and a device such as `/dev/zero` never ends; the read is bounded too, in case the
-/// file grows after the check.
-fn read_input_file(path: &Path) -> Result<String, String> {
+/// Bytes of a JSON file pimdes reads back (a result, a sweep's index or its collected
+/// results): far above any it writes (a paper-scale result is about 20 KB, a sweep's
+/// collected results about 1 KB a point), and far below this machine's memory.
+pub const MAX_JSON_FILE_BYTES: u64 = 256 << 20;
+
+/// The text of a regular JSON file of at most [`MAX_JSON_FILE_BYTES`]; the reason it
+/// cannot be read otherwise.
+pub fn read_json_file(path: &Path) -> Result<String, String> {
+    let limit = (MAX_JSON_FILE_BYTES, "(256 MiB) limit for JSON inputs");
+    read_text_file(path, limit, "a JSON file")
+}
+
+/// The UTF-8 text of a regular file of at most `limit.0` bytes (`limit.1` says which
+/// limit in the error), or why not (`kind` names what to give instead of a directory or
+/// device). The file type is checked on the metadata, before opening, because opening a
+/// FIFO blocks until a writer comes and a device such as `/dev/zero` never ends; the read
+/// is bounded too, in case the file grows after the check.
+fn read_text_file(path: &Path, limit: (u64, &str), kind: &str) -> Result<String, String> {
+    let (max_bytes, which) = limit;
     let metadata = std::fs::metadata(path).map_err(|e| format!("cannot read the file: {e}"))?;
     if !metadata.is_file() {
         let what = if metadata.is_dir() {
@@ -109,23 +148,19 @@ fn read_input_file(path: &Path) -> Result<String, String> {
         } else {
             "not a regular file (a FIFO, device or socket)"
         };
-        return Err(format!("is {what}; give a TOML file"));
+        return Err(format!("is {what}; give {kind}"));
     }
-    let too_big = |size: String| {
-        format!(
-            "is {size} bytes, more than the {MAX_INPUT_FILE_BYTES}-byte (1 MiB) limit for machine and workload files"
-        )
-    };
-    if metadata.len() > MAX_INPUT_FILE_BYTES {
+    let too_big = |size: String| format!("is {size} bytes, more than the {max_bytes}-byte {which}");
+    if metadata.len() > max_bytes {
         return Err(too_big(metadata.len().to_string()));
     }
     let file = std::fs::File::open(path).map_err(|e| format!("cannot read the file: {e}"))?;
     let mut bytes = Vec::new();
-    file.take(MAX_INPUT_FILE_BYTES + 1)
+    file.take(max_bytes + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read the file: {e}"))?;
-    if bytes.len() as u64 > MAX_INPUT_FILE_BYTES {
-        return Err(too_big(format!("over {MAX_INPUT_FILE_BYTES}")));
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_big(format!("over {max_bytes}")));
     }
     String::from_utf8(bytes)
         .map_err(|e| format!("cannot read the file: it is not UTF-8 text ({e})"))

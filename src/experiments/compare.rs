@@ -100,8 +100,7 @@ impl Comparison {
 /// result has.
 pub fn load_result(path: &Path) -> Result<Value, InputError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
+    let text = crate::config::read_json_file(path).map_err(|e| InputError::plain(&origin, e))?;
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| InputError::plain(&origin, format!("not JSON: {e}")))?;
     let is_result = value.get("config").is_some_and(Value::is_object)

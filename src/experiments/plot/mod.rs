@@ -232,12 +232,10 @@ pub fn draw(spec: &PlotSpec, rows: &[Value]) -> (String, String) {
 fn read_rows(dir: &Path) -> Result<Vec<Value>, InputError> {
     let path = dir.join(JSONL_FILE);
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = crate::config::read_json_file(&path).map_err(|e| {
         InputError::plain(
             &origin,
-            format!(
-                "cannot read the collected results ({e}); run `pimdes sweep --collect DIR` first"
-            ),
+            format!("{e}; run `pimdes sweep --collect DIR` first"),
         )
     })?;
     let rows: Vec<Value> = text

@@ -168,13 +168,10 @@ pub fn index(m: &Manifest) -> Result<SweepIndex, Error> {
 pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
     let path = dir.join(INDEX_FILE);
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = crate::config::read_json_file(&path).map_err(|e| {
         InputError::plain(
             &origin,
-            format!(
-                "cannot read the sweep's index ({e}); is {} a sweep directory?",
-                dir.display()
-            ),
+            format!("{e}; is {} a sweep directory?", dir.display()),
         )
     })?;
     serde_json::from_str(&text)
