@@ -341,8 +341,8 @@ impl Machine {
         }
         let total = s.ranks.saturating_mul(s.dpus_per_rank);
         if total > MAX_DPUS {
-            return Err(source.error_at(
-                "ranks",
+            return Err(source.error_at_any(
+                &["ranks", "dpus_per_rank"],
                 format!(
                     "ranks x dpus_per_rank = {total} DPUs in all is above the supported {MAX_DPUS} (25 times the largest UPMEM system; more would exhaust host memory)"
                 ),
@@ -350,10 +350,10 @@ impl Machine {
         }
         let usable = s.usable_dpus.unwrap_or(total);
         if usable == 0 || usable > total {
-            return Err(source.error_at(
-                "usable_dpus",
+            return Err(source.error_at_any(
+                &["usable_dpus", "ranks", "dpus_per_rank"],
                 format!(
-                    "{usable} is not between 1 and ranks x dpus_per_rank = {} x {} = {total}",
+                    "usable_dpus = {usable} is not between 1 and ranks x dpus_per_rank = {} x {} = {total}",
                     s.ranks, s.dpus_per_rank
                 ),
             ));
@@ -594,10 +594,21 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
         ));
     }
     let min = in_range(source, "dma.min_size_bytes", m.min_size_bytes, 1, 1 << 20)?;
-    let max = in_range(source, "dma.max_size_bytes", m.max_size_bytes, min, 1 << 20)?;
+    let max = in_range(source, "dma.max_size_bytes", m.max_size_bytes, 1, 1 << 20)?;
+    let sizes = [
+        "dma.max_size_bytes",
+        "dma.min_size_bytes",
+        "dma.alignment_bytes",
+    ];
+    if max < min {
+        return Err(source.error_at_any(
+            &sizes[..2],
+            format!("dma.max_size_bytes = {max} is below dma.min_size_bytes = {min}"),
+        ));
+    }
     if min % align != 0 || max % align != 0 {
-        return Err(source.error_at(
-            "dma.max_size_bytes",
+        return Err(source.error_at_any(
+            &sizes,
             format!(
                 "the DMA sizes {min} and {max} must be multiples of dma.alignment_bytes = {align}"
             ),
@@ -643,20 +654,35 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
     Ok(dma)
 }
 
+/// The keys of a DMA's occupancy and latency, in the order an error blames them.
+const DMA_TIMING_KEYS: [&str; 7] = [
+    "dma.occupancy_fixed_cycles",
+    "dma.occupancy_cycles_per_byte",
+    "dma.read_latency_fixed_cycles",
+    "dma.write_latency_fixed_cycles",
+    "dma.latency_cycles_per_byte",
+    "dma.min_size_bytes",
+    "dma.max_size_bytes",
+];
+
 /// A DMA keeps the engine busy for at least one cycle, and never for longer than its
 /// latency, at both ends of the size range and in both directions.
 fn check_dma_timing(dma: &DmaParams, source: &Source) -> Result<(), InputError> {
     if dma.occupancy_cycles(dma.min_size_bytes) == 0 {
-        return Err(source.error_at(
-            "dma.occupancy_cycles_per_byte",
+        return Err(source.error_at_any(
+            &[
+                "dma.occupancy_cycles_per_byte",
+                "dma.occupancy_fixed_cycles",
+                "dma.min_size_bytes",
+            ],
             "the engine must be busy for at least one cycle per request",
         ));
     }
     for dir in [DmaDirection::Read, DmaDirection::Write] {
         for size in [dma.min_size_bytes, dma.max_size_bytes] {
             if dma.occupancy_cycles(size) > dma.latency_cycles(dir, size) {
-                return Err(source.error_at(
-                    "dma.occupancy_fixed_cycles",
+                return Err(source.error_at_any(
+                    &DMA_TIMING_KEYS,
                     format!(
                         "a {size}-byte {dir:?} would keep the engine busy for longer than its latency ({} > {} cycles)",
                         dma.occupancy_cycles(size),
@@ -854,8 +880,15 @@ fn check_transfer_products(
         let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
         if seconds > u128::from(MAX_FULL_TRANSFER_S) {
             let min_gb_per_s = bytes as f64 / MAX_FULL_TRANSFER_S as f64 / 1e9;
-            return Err(source.error_at(
+            let keys = [
                 key,
+                "dpu.mram_size_bytes",
+                "usable_dpus",
+                "ranks",
+                "dpus_per_rank",
+            ];
+            return Err(source.error_at_any(
+                &keys,
                 format!(
                     "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s or fewer DPUs",
                     largest_transfer_per_dpu_bytes(mram_size_bytes)
@@ -899,8 +932,8 @@ fn check_per_dpu_costs(t: &TransferParams, dpus: u64, source: &Source) -> Result
     ];
     for (key, cost, what, name) in per_dpu {
         if u128::from(cost.ps()) * u128::from(dpus) > max_ps {
-            return Err(source.error_at(
-                key,
+            return Err(source.error_at_any(
+                &[key, "usable_dpus", "ranks", "dpus_per_rank"],
                 format!(
                     "{what}, {dpus} DPUs at most, would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller {name}"
                 ),
@@ -949,8 +982,10 @@ mod tests {
     fn overrides_apply_and_are_named_in_errors() {
         let o = [Override::parse("machine.ranks=2").unwrap()];
         let err = Machine::from_toml_str("t.toml", TEXT, &o).unwrap_err();
-        assert_eq!(err.origin, "t.toml");
-        assert_eq!(err.key.as_deref(), Some("usable_dpus"));
+        // The file's usable_dpus stops fitting because of the override, which is named.
+        assert_eq!(err.origin, "--set machine.ranks=2");
+        assert_eq!(err.key.as_deref(), Some("ranks"));
+        assert!(err.reason.contains("usable_dpus ="), "{err}");
         let o = [Override::parse("machine.rank=2").unwrap()];
         let err = Machine::from_toml_str("t.toml", TEXT, &o).unwrap_err();
         assert_eq!(err.origin, "--set machine.rank=2", "{err}");

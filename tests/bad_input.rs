@@ -234,13 +234,62 @@ fn malformed_override() {
 
 #[test]
 fn impossible_machine() {
+    // The file's usable_dpus no longer fits: the override that shrank the machine is named.
     let o = partition(&["--set", "machine.ranks=10"]);
-    assert_bad(&o, &[MACHINE, "`usable_dpus`", "1012"]);
+    assert_bad(
+        &o,
+        &["--set machine.ranks=10", "`ranks`", "usable_dpus = 1012"],
+    );
     let o = partition(&["--set", "machine.dpu.mram_size_bytes=1001"]);
     assert_bad(
         &o,
         &["--set machine.dpu.mram_size_bytes=1001", "multiple of 8"],
     );
+}
+
+/// A rule between several keys that an override breaks names that override, not the file
+/// at another key of the rule.
+#[test]
+fn a_rule_between_keys_blames_the_override_that_broke_it() {
+    let cases = [
+        (
+            "machine.dma.min_size_bytes=4096",
+            "below dma.min_size_bytes",
+        ),
+        (
+            "machine.dma.alignment_bytes=16",
+            "multiples of dma.alignment_bytes",
+        ),
+        (
+            "machine.dma.read_latency_fixed_cycles=0",
+            "longer than its latency",
+        ),
+        (
+            "machine.dpu.mram_size_bytes=9223372036854775800",
+            "too slow",
+        ),
+        ("data.pairs=1", "more than the 1 pairs"),
+        ("queries.batch_size=1100000000", "pairs covered"),
+        ("machine.dpu.max_tasklets=1", "at most 1 (dpu.max_tasklets)"),
+    ];
+    for (set, reason) in cases {
+        let args = [
+            "run",
+            "--machine",
+            MACHINE,
+            "--workload",
+            WORKLOAD,
+            "--set",
+            set,
+        ];
+        let o = pimdes(&args);
+        let key = set
+            .split('=')
+            .next()
+            .unwrap()
+            .trim_start_matches("machine.");
+        assert_bad(&o, &[&format!("--set {set}"), &format!("`{key}`"), reason]);
+    }
 }
 
 #[test]

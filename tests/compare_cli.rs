@@ -162,7 +162,10 @@ fn different_configurations_and_bad_files_are_refused() {
     assert_bad(&compare(&garbage, &a, &[]), &["garbage.json", "not JSON"]);
     // A device never ends and a FIFO blocks: both are refused before they are opened.
     let zero = Path::new("/dev/zero");
-    assert_bad(&compare(zero, &a, &[]), &["/dev/zero", "not a regular file"]);
+    assert_bad(
+        &compare(zero, &a, &[]),
+        &["/dev/zero", "not a regular file"],
+    );
     // A sweep directory whose index is not a regular file is refused the same way.
     let sweep = d.join("sweep");
     std::fs::create_dir_all(&sweep).unwrap();

@@ -243,6 +243,15 @@ impl Attribution {
         }
     }
 
+    /// An error about a rule between `keys` (dotted, relative to the file; the first is
+    /// the one the rule is stated on): attributed to the first of them an override set,
+    /// since that override broke the rule, or else to the file at the first key.
+    pub fn error_at_any(&self, keys: &[&str], reason: impl Into<String>) -> InputError {
+        let overridden = keys.iter().find(|k| self.override_of(k).is_some());
+        let key = overridden.or(keys.first()).copied().unwrap_or("");
+        self.error_at(key, reason)
+    }
+
     /// The override that set `key` (dotted, relative to the file), if one did.
     pub fn override_of(&self, key: &str) -> Option<&str> {
         self.overrides
@@ -364,6 +373,11 @@ impl Source {
 
     pub fn error_at(&self, key: &str, reason: impl Into<String>) -> InputError {
         self.attribution.error_at(key, reason)
+    }
+
+    /// See [`Attribution::error_at_any`].
+    pub fn error_at_any(&self, keys: &[&str], reason: impl Into<String>) -> InputError {
+        self.attribution.error_at_any(keys, reason)
     }
 }
 

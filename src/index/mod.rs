@@ -117,13 +117,19 @@ pub(crate) fn verify(
 /// The tasklets the run asks for must exist on the machine's DPUs.
 pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     if workload.tasklets > machine.dpu.max_tasklets {
-        return Err(workload.attribution.error_at(
-            "run.tasklets",
-            format!(
-                "{} tasklets requested; the machine's DPUs run at most {} (dpu.max_tasklets)",
-                workload.tasklets, machine.dpu.max_tasklets
-            ),
-        ));
+        let reason = format!(
+            "{} tasklets requested (run.tasklets); the machine's DPUs run at most {} (dpu.max_tasklets)",
+            workload.tasklets, machine.dpu.max_tasklets
+        );
+        // An override of the machine's limit alone broke the rule: it is to blame.
+        let limit_overridden = machine
+            .attribution
+            .override_of("dpu.max_tasklets")
+            .is_some();
+        if limit_overridden && workload.attribution.override_of("run.tasklets").is_none() {
+            return Err(machine.attribution.error_at("dpu.max_tasklets", reason));
+        }
+        return Err(workload.attribution.error_at("run.tasklets", reason));
     }
     Ok(())
 }

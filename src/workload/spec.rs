@@ -569,10 +569,10 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
         return Ok(());
     }
     if q.range_pairs > raw.data.pairs {
-        return Err(source.error_at(
-            "queries.range_pairs",
+        return Err(source.error_at_any(
+            &["queries.range_pairs", "data.pairs"],
             format!(
-                "{} is more than the {} pairs of the data (data.pairs); a range covers at most all of them",
+                "queries.range_pairs = {} is more than the {} pairs of the data (data.pairs); a range covers at most all of them",
                 q.range_pairs, raw.data.pairs
             ),
         ));
@@ -580,8 +580,14 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
     let batches = raw.batches.warmup + raw.batches.measured;
     let visits = u128::from(q.range_pairs) * u128::from(q.batch_size) * u128::from(batches);
     if visits > u128::from(MAX_RANGE_PAIR_VISITS) {
-        return Err(source.error_at(
+        let keys = [
             "queries.range_pairs",
+            "queries.batch_size",
+            "batches.measured",
+            "batches.warmup",
+        ];
+        return Err(source.error_at_any(
+            &keys,
             format!(
                 "{} pairs per range x {} queries per batch (queries.batch_size) x {batches} batches (batches.warmup + batches.measured) = {visits} pairs covered, above the limit of {MAX_RANGE_PAIR_VISITS} (about an hour); lower one of them",
                 q.range_pairs, q.batch_size
