@@ -430,4 +430,21 @@ fn a_sweep_writes_only_into_a_directory_of_its_own() {
     let lookalike = mine(&out.join("results.csv.tmp-keep"));
     sweep(&[s(&m), "--out", s(&out), "--jobs", "1000000"]);
     assert_eq!(std::fs::read_to_string(lookalike).unwrap(), "mine");
+    // Another manifest's sweep (another command here) does not replace this one's index.
+    let index = std::fs::read_to_string(out.join("sweep.json")).unwrap();
+    let other = d.join("other.toml");
+    let text = std::fs::read_to_string(&m).unwrap();
+    std::fs::write(&other, text.replace("\"partition\"", "\"run\"")).unwrap();
+    assert_bad(
+        &pimdes(&["sweep", s(&other), "--out", s(&out), "--list"]),
+        &[
+            "--out",
+            "holds the sweep of another manifest",
+            "`partition` over []",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("sweep.json")).unwrap(),
+        index
+    );
 }

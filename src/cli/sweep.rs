@@ -6,8 +6,8 @@ use crate::error::Error;
 use crate::experiments::plot::plot_dir;
 use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect};
 use crate::experiments::sweep::{
-    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, index, load_manifest, read_index,
-    remove_stale_temps, run_points, write_atomically,
+    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, SweepIndex, index, load_manifest,
+    read_index, remove_stale_temps, run_points, write_atomically,
 };
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -60,10 +60,11 @@ fn point_command(m: &Manifest, p: &Point, dir: &Path) -> String {
     words.join(" ")
 }
 
-/// Refuses an `--out` a sweep must not write into: a file, or a directory that is neither
-/// empty nor a sweep's (one holding a sweep index), so that no file of the user's is
-/// overwritten.
-fn check_out_dir(out: &Path) -> Result<(), Error> {
+/// Refuses an `--out` a sweep must not write into: a file, a directory that is neither
+/// empty nor a sweep's (one holding a sweep index), or the directory of a sweep of another
+/// command or other parameters than `index`'s, so that no file of the user's, and no
+/// other sweep's results, are overwritten.
+fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
     let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
     let shown = out.display();
     match std::fs::metadata(out) {
@@ -74,6 +75,15 @@ fn check_out_dir(out: &Path) -> Result<(), Error> {
     }
     if out.join(INDEX_FILE).exists() {
         return match read_index(out) {
+            Ok(old) if (&old.command, &old.parameters) != (&index.command, &index.parameters) => {
+                refuse(format!(
+                    "{shown} holds the sweep of another manifest (`{}` over [{}]; this one is `{}` over [{}]); give another directory, or delete that one to replace it",
+                    old.command,
+                    old.parameters.join(", "),
+                    index.command,
+                    index.parameters.join(", ")
+                ))
+            }
             Ok(_) => Ok(()),
             Err(e) => refuse(format!(
                 "{shown} holds a {INDEX_FILE} that is not a sweep's ({}); give a new or empty directory",
@@ -93,8 +103,8 @@ fn check_out_dir(out: &Path) -> Result<(), Error> {
 }
 
 /// Creates the sweep directory, made absolute so `--list` lines run from anywhere.
-fn sweep_dir(out: &Path) -> Result<PathBuf, Error> {
-    check_out_dir(out)?;
+fn sweep_dir(out: &Path, index: &SweepIndex) -> Result<PathBuf, Error> {
+    check_out_dir(out, index)?;
     let fail = |e: std::io::Error| Error::Output {
         path: out.display().to_string(),
         reason: e.to_string(),
@@ -151,7 +161,7 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
 /// Creates the sweep directory and writes its index; returns the directory, absolute.
 fn write_index(m: &Manifest, out: &Path) -> Result<PathBuf, Error> {
     let index = index(m)?;
-    let dir = sweep_dir(out)?;
+    let dir = sweep_dir(out, &index)?;
     let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Output {
         path: INDEX_FILE.into(),
         reason: e.to_string(),
