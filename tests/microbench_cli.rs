@@ -193,7 +193,7 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 14] = [
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
             "0 is not an integer from 1 to 67108864",
@@ -256,6 +256,24 @@ fn bad_sweep_settings_name_their_key() {
         (
             &["prim-bs", "--set", "microbench.prim.input_size=32"],
             "a power of two of at least 64 elements",
+        ),
+        // MRAM raised to 128 GiB lets 2^32 - 1 elements fit on one DPU; the host's memory
+        // (about 256 GiB needed) does not. Before, the run aborted allocating.
+        (
+            &[
+                "prim-sel",
+                "--set",
+                "machine.ranks=1",
+                "--set",
+                "machine.usable_dpus=64",
+                "--set",
+                "machine.dpu.mram_size_bytes=137438953472",
+                "--set",
+                "microbench.prim.input_size=4294967295",
+                "--set",
+                "microbench.prim.dpus=[1]",
+            ],
+            "MiB of host memory",
         ),
     ];
     for (args, needle) in cases {

@@ -3,6 +3,7 @@
 use super::write_stdout;
 use crate::config::Override;
 use crate::error::{Error, InputError};
+use crate::experiments::estimate::{Limits, check_prim_point};
 use crate::experiments::microbench::MicrobenchReport;
 use crate::machine::Machine;
 use crate::microbench::{self, PrimSweep, Record, Sweeps, TransferSweep};
@@ -77,9 +78,34 @@ fn inputs(
         prim: PrimSweep::with_overrides(&machine, &prim_sets)?,
     };
     for &b in &prim_suites {
-        microbench::prim::points(b, &machine, &sweeps.prim)?;
+        let (held, _) = microbench::prim::points(b, &machine, &sweeps.prim)?;
+        check_prim_memory(b, &held, &prim_sets)?;
     }
     Ok((machine, sweeps))
+}
+
+/// Refuses a PrIM point (DPUs, elements) the host has too little memory for, naming the
+/// `--set` of the sweep's size (or of its DPUs; the default points are small).
+fn check_prim_memory(
+    b: microbench::prim::Benchmark,
+    points: &[(u32, u64)],
+    sets: &[Override],
+) -> Result<(), InputError> {
+    for &(d, n) in points {
+        let mram = b.mram_bytes(n, d).saturating_mul(u64::from(d));
+        if let Err(reason) = check_prim_point(mram, &Limits::host()) {
+            let keys = ["microbench.prim.input_size", "microbench.prim.dpus"];
+            let set = keys
+                .iter()
+                .find_map(|&k| sets.iter().rev().find(|o| o.key == k))
+                .map_or("microbench.prim.input_size".to_owned(), |o| {
+                    format!("--set {}", o.text)
+                });
+            let what = format!("{} with {n} elements on {d} DPUs {reason}", b.suite());
+            return Err(InputError::plain(set, what));
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: MicrobenchArgs) -> Result<(), Error> {

@@ -447,6 +447,29 @@ pub fn release_free_memory() {
     }
 }
 
+/// Host bytes of a PrIM suite's point per byte of MRAM its DPUs fill: the MRAM pages, the
+/// host's inputs and its expected outputs. [est] Measured 1.5 (prim-va) to 3.0 (prim-red)
+/// with 2^26 elements on one DPU (peak RSS against MRAM filled; prim-sel and prim-uni 2.5,
+/// 2026-12-06), rounded up.
+const PRIM_HOST_BYTES_PER_MRAM_BYTE: u64 = 4;
+
+/// Refuses a PrIM suite's point whose DPUs fill `mram_bytes` of MRAM in all when the host
+/// memory it needs is above what the host has; the reason, with both in MiB.
+pub fn check_prim_point(mram_bytes: u64, limits: &Limits) -> Result<(), String> {
+    let need = mram_bytes
+        .saturating_mul(PRIM_HOST_BYTES_PER_MRAM_BYTE)
+        .saturating_add(BASE_BYTES);
+    match limits.host_bytes() {
+        Some(available) if need > available => Err(format!(
+            "needs about {} MiB of host memory ({PRIM_HOST_BYTES_PER_MRAM_BYTE} times the {} MiB of MRAM its DPUs fill), above the {} MiB available",
+            need >> 20,
+            mram_bytes >> 20,
+            available >> 20
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The host's available memory in bytes (`MemAvailable` of `/proc/meminfo`); `None` where
 /// it cannot be read, and then nothing is refused.
 fn available_bytes() -> Option<u64> {
