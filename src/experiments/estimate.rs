@@ -14,9 +14,12 @@ use crate::workload::{QueryKind, Workload};
 
 /// Fixed cost: the binary, thread stacks, the report.
 const BASE_BYTES: u64 = 32 << 20;
-/// Per DPU: its state and touched MRAM pages at the smallest data (measured: 2^17 DPUs with
-/// 10 pairs each, 1.26 GB peak).
-const PER_DPU_BYTES: u64 = 10 << 10;
+/// Per DPU: its state and touched MRAM pages at the smallest data: one 64 KiB page of the
+/// MRAM page pool (`dpu::pages`) at least. Measured 2026-12-06 on `paper-2rank` with
+/// `tiny.toml`, 2 pairs per DPU (`partition.chunk_pairs=2`): 65,536 DPUs peaked at
+/// 4,268,696 KiB and 16,384 at 1,073,820 KiB, 65.0 KiB per DPU between them. (Before the
+/// page pool: 2^17 DPUs with 10 pairs each, 1.26 GB, and 10 KiB here.)
+const PER_DPU_BYTES: u64 = 66 << 10;
 /// Per pair: the data, the trees in MRAM and the reference (measured: 63.25 M pairs on 128
 /// DPUs, 1.14 GB peak; about 18 bytes, rounded up).
 const PER_PAIR_BYTES: u64 = 20;
@@ -534,7 +537,7 @@ mod tests {
         assert_eq!(e.wall_s, 3220.0);
         assert_eq!(
             e.long().unwrap(),
-            "note: this run (4.4e10 simulated DPU events, 14091 MiB of host memory) is \
+            "note: this run (4.4e10 simulated DPU events, 14146 MiB of host memory) is \
              estimated at about 54 minutes of wall time; progress follows on stderr"
         );
         let tiny = include_str!("../../workloads/tiny.toml");
