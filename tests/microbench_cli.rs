@@ -193,7 +193,7 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 15] = [
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
             "0 is not an integer from 1 to 67108864",
@@ -256,6 +256,11 @@ fn bad_sweep_settings_name_their_key() {
         (
             &["prim-bs", "--set", "microbench.prim.input_size=32"],
             "a power of two of at least 64 elements",
+        ),
+        // A machine that holds none of a suite's points runs nothing: refused, not exit 0.
+        (
+            &["prim-va", "--set", "machine.dpu.mram_size_bytes=8"],
+            "none of the",
         ),
         // MRAM raised to 128 GiB lets 2^32 - 1 elements fit on one DPU; the host's memory
         // (about 256 GiB needed) does not. Before, the run aborted allocating.

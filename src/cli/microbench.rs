@@ -77,8 +77,21 @@ fn inputs(
         transfer: TransferSweep::with_overrides(&machine, &transfer_sets)?,
         prim: PrimSweep::with_overrides(&machine, &prim_sets)?,
     };
+    microbench::check_mram(name, &machine)?;
     for &b in &prim_suites {
-        let (held, _) = microbench::prim::points(b, &machine, &sweeps.prim)?;
+        let (held, skipped) = microbench::prim::points(b, &machine, &sweeps.prim)?;
+        if held.is_empty() {
+            return Err(machine.attribution.error_at(
+                "dpu.mram_size_bytes",
+                format!(
+                    "none of the {skipped} points of {} fits this machine: each needs more MRAM per DPU than its {} bytes, or more DPUs than its {}",
+                    b.suite(),
+                    machine.dpu.mram_size_bytes,
+                    machine.dpus
+                ),
+            )
+            .into());
+        }
         check_prim_memory(b, &held, &prim_sets)?;
     }
     Ok((machine, sweeps))
@@ -114,7 +127,6 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     for w in machine.warnings() {
         eprintln!("warning: {w}");
     }
-    microbench::check_mram(&args.name, &machine)?;
     let phase = format!("running the {} microbenchmarks", args.name);
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
     let records = microbench::run_with(&args.name, &machine, &sweeps)

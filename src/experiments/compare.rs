@@ -200,14 +200,17 @@ fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> O
     })
 }
 
-/// The command a result came from: only `pimdes run` reports batch times.
+/// The command a result came from: only `pimdes run` reports batch times, only `pimdes
+/// partition` the largest DPU's pairs.
 fn kind(result: &Value) -> &'static str {
     if result.get("refused").is_some() {
         "a refused point"
     } else if result.get("batch_time_us").is_some() {
         "pimdes run"
-    } else {
+    } else if result.get("max_pairs_per_dpu").is_some() {
         "pimdes partition"
+    } else {
+        "an incomplete result (neither `batch_time_us` nor `max_pairs_per_dpu`)"
     }
 }
 
@@ -352,13 +355,22 @@ mod tests {
     #[test]
     fn commands_must_match() {
         let mut partition = result(1.0);
-        partition.as_object_mut().unwrap().remove("batch_time_us");
+        let fields = partition.as_object_mut().unwrap();
+        fields.remove("batch_time_us");
         let t = Tolerance {
             rtol: 1.0,
             atol: 1.0,
         };
+        // A run result that lost its batch times is not taken for a partition result.
         let e = compare_results(("a", &result(1.0)), ("b", &partition), t, &[]).unwrap_err();
-        assert!(e.reason.contains("different commands"), "{e}");
+        assert!(e.reason.contains("an incomplete result"), "{e}");
+        let fields = partition.as_object_mut().unwrap();
+        fields.insert("max_pairs_per_dpu".into(), 10.into());
+        let e = compare_results(("a", &result(1.0)), ("b", &partition), t, &[]).unwrap_err();
+        assert!(
+            e.reason.contains("(pimdes run and pimdes partition)"),
+            "{e}"
+        );
     }
 
     #[test]
