@@ -116,6 +116,31 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
             "host.*_ns_per_*",
         ],
     );
+    // Past the ceiling in the warm-up batch: the batch's size is named, since fewer
+    // measured batches would not help.
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--quiet",
+        "--set",
+        "machine.host.pack_ns_per_byte=1e9",
+        "--set",
+        "machine.host.threads=1",
+        "--set",
+        "queries.batch_size=200000",
+        "--set",
+        "batches.measured=3",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set queries.batch_size=200000: key `queries.batch_size`",
+            "in batch 0",
+        ],
+    );
 }
 
 /// A serial transfer pays the call's fixed cost once per DPU: at its largest valid value on

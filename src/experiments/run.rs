@@ -453,8 +453,14 @@ pub fn drive(
 /// The input error for a run whose simulated time passed the ceiling: its costs are too
 /// large for its batches.
 fn past_ceiling(p: PastCeiling, workload: &Workload) -> Error {
-    Error::Input(workload.attribution.error_at(
-        "batches.measured",
+    // Past the ceiling in a warm-up batch, fewer measured batches would not help.
+    let keys: &[&str] = if p.batch < workload.warmup_batches {
+        &["queries.batch_size", "batches.warmup"]
+    } else {
+        &["batches.measured", "queries.batch_size"]
+    };
+    Error::Input(workload.attribution.error_at_any(
+        keys,
         format!(
             "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
         ),
