@@ -54,6 +54,14 @@ const NS_PER_EVENT: u64 = 50;
 /// pairs on 2,538 DPUs, its image building repeated per DPU group).
 const NS_PER_PAIR_BFOREST: u64 = 20;
 const NS_PER_PAIR_PIMTREE: u64 = 300;
+/// PIM-tree's wall nanoseconds per DPU, once and per batch, whatever its data: each DPU's
+/// image is built, launched and dropped. Fitted on 4,096 DPUs of 2 pairs each
+/// (`paper-2rank`, `tiny.toml`, `partition.chunk_pairs=2`, batches of 2,000, 2026-12-06):
+/// 4.61 s with 2 batches, 5.63 s with 4. Out of that fit, 16,384 DPUs with 2 batches are
+/// estimated at 18.5 s and measured 15.9 s. (Without these terms such runs went past 60 s
+/// unannounced.)
+const NS_PER_DPU_PIMTREE: u64 = 880_000;
+const NS_PER_DPU_BATCH_PIMTREE: u64 = 125_000;
 /// A run estimated above this is announced on stderr before it starts.
 const LONG_RUN_S: f64 = 60.0;
 
@@ -266,12 +274,17 @@ pub fn check_run(
         .iter()
         .fold(BASE_BYTES, |sum, (_, b)| sum.saturating_add(*b));
     let events = run_events(workload);
-    let ns_per_pair = match workload.index.as_str() {
-        "pim-tree" => NS_PER_PAIR_PIMTREE,
-        _ => NS_PER_PAIR_BFOREST,
+    let batches = workload.warmup_batches + workload.measured_batches;
+    let (ns_per_pair, ns_per_dpu) = match workload.index.as_str() {
+        "pim-tree" => (
+            NS_PER_PAIR_PIMTREE,
+            NS_PER_DPU_PIMTREE as f64 + batches as f64 * NS_PER_DPU_BATCH_PIMTREE as f64,
+        ),
+        _ => (NS_PER_PAIR_BFOREST, 0.0),
     };
     let wall_ns = events as f64 * NS_PER_EVENT as f64
         + workload.pairs as f64 * ns_per_pair as f64
+        + f64::from(machine.dpus) * ns_per_dpu
         + streaming_ns(machine, workload);
     let estimate = RunEstimate {
         host_bytes,
