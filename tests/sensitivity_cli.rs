@@ -73,4 +73,13 @@ fn bad_settings_are_refused() {
         &pimdes(&[&ARGS[..], &["--keys", "dpu.nosuch"]].concat()),
         &["key `dpu.nosuch`", "not a number in the machine file"],
     );
+    // A key or factor twice would run its variants twice and print duplicate columns.
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--keys", "usable_dpus,usable_dpus"]].concat()),
+        &["--keys", "usable_dpus is listed twice"],
+    );
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--factors", "2,0.5,2"]].concat()),
+        &["--factors", "2 is listed twice"],
+    );
 }

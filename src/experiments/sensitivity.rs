@@ -262,7 +262,13 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
     let keys: Vec<String> = if given.is_empty() {
         estimated_keys(text).into_iter().map(|(k, _)| k).collect()
     } else {
-        for key in given {
+        for (i, key) in given.iter().enumerate() {
+            if given[..i].contains(key) {
+                return Err(InputError::plain(
+                    "--keys",
+                    format!("{key} is listed twice"),
+                ));
+            }
             let number = key
                 .split('.')
                 .try_fold(&table, |v, k| v.get(k))
