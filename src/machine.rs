@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Upper bound on simulated DPUs: 2^16, 25 times the largest UPMEM system built (40 ranks,
-/// 2,560 DPUs). Each DPU keeps its own state and touched MRAM pages, about 10 KiB at the
-/// smallest data (measured: 2^17 DPUs with 10 pairs each held 1.2 GB), so 2^16 DPUs fit in a
-/// few GB of host memory, where the former 2^20 ran a 24 GiB machine out of memory.
+/// 2,560 DPUs). Each DPU keeps its own state and touched MRAM pages, about 65 KiB at the
+/// smallest data (one 64 KiB MRAM page; see `experiments::estimate`), so 2^16 DPUs fit in a
+/// few GiB of host memory, where the former 2^20 ran a 24 GiB machine out of memory.
 pub const MAX_DPUS: u64 = 1 << 16;
 
 /// The machine file as written (after `--set machine.*` overrides).
@@ -607,8 +607,14 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
         ));
     }
     if min % align != 0 || max % align != 0 {
+        // The size that fails, and the alignment.
+        let keys = if min % align != 0 {
+            [sizes[1], sizes[2]]
+        } else {
+            [sizes[0], sizes[2]]
+        };
         return Err(source.error_at_any(
-            &sizes,
+            &keys,
             format!(
                 "the DMA sizes {min} and {max} must be multiples of dma.alignment_bytes = {align}"
             ),
@@ -654,16 +660,20 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
     Ok(dma)
 }
 
-/// The keys of a DMA's occupancy and latency, in the order an error blames them.
-const DMA_TIMING_KEYS: [&str; 7] = [
-    "dma.occupancy_fixed_cycles",
-    "dma.occupancy_cycles_per_byte",
-    "dma.read_latency_fixed_cycles",
-    "dma.write_latency_fixed_cycles",
-    "dma.latency_cycles_per_byte",
-    "dma.min_size_bytes",
-    "dma.max_size_bytes",
-];
+/// The keys of a DMA's occupancy and of its latency in `direction` at `size`, for errors.
+fn dma_timing_keys(direction: DmaDirection, size: &'static str) -> [&'static str; 5] {
+    let latency = match direction {
+        DmaDirection::Read => "dma.read_latency_fixed_cycles",
+        DmaDirection::Write => "dma.write_latency_fixed_cycles",
+    };
+    [
+        "dma.occupancy_fixed_cycles",
+        "dma.occupancy_cycles_per_byte",
+        latency,
+        "dma.latency_cycles_per_byte",
+        size,
+    ]
+}
 
 /// A DMA keeps the engine busy for at least one cycle, and never for longer than its
 /// latency, at both ends of the size range and in both directions.
@@ -679,10 +689,14 @@ fn check_dma_timing(dma: &DmaParams, source: &Source) -> Result<(), InputError> 
         ));
     }
     for dir in [DmaDirection::Read, DmaDirection::Write] {
-        for size in [dma.min_size_bytes, dma.max_size_bytes] {
+        let ends = [
+            (dma.min_size_bytes, "dma.min_size_bytes"),
+            (dma.max_size_bytes, "dma.max_size_bytes"),
+        ];
+        for (size, size_key) in ends {
             if dma.occupancy_cycles(size) > dma.latency_cycles(dir, size) {
                 return Err(source.error_at_any(
-                    &DMA_TIMING_KEYS,
+                    &dma_timing_keys(dir, size_key),
                     format!(
                         "a {size}-byte {dir:?} would keep the engine busy for longer than its latency ({} > {} cycles)",
                         dma.occupancy_cycles(size),
@@ -880,8 +894,16 @@ fn check_transfer_products(
         let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
         if seconds > u128::from(MAX_FULL_TRANSFER_S) {
             let min_gb_per_s = bytes as f64 / MAX_FULL_TRANSFER_S as f64 / 1e9;
+            // A direction's host cap falls back to `host_cap_gb_per_s`.
+            let cap = key.starts_with("transfer.host_cap_");
+            let fallback = if cap {
+                "transfer.host_cap_gb_per_s"
+            } else {
+                key
+            };
             let keys = [
                 key,
+                fallback,
                 "dpu.mram_size_bytes",
                 "usable_dpus",
                 "ranks",

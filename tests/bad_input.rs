@@ -226,6 +226,9 @@ fn malformed_override() {
     // TOML would read the line after the break as another key and drop it silently.
     let o = partition(&["--set", "queries.skew=0.5\nseed=5"]);
     assert_bad(&o, &["`queries.skew`", "line break"]);
+    // One value over several lines (a TOML multi-line string) is one value.
+    let o = partition(&["--set", "description=\"\"\"two\nlines\"\"\""]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
     // A key of 40,000 parts overflowed the stack building its tables.
     let deep = format!("{}c=1", "a.".repeat(40_000));
     let o = partition(&["--set", &deep]);

@@ -439,7 +439,7 @@ fn a_sweep_writes_only_into_a_directory_of_its_own() {
         &pimdes(&["sweep", s(&other), "--out", s(&out), "--list"]),
         &[
             "--out",
-            "holds the sweep of another manifest",
+            "holds a sweep of another command",
             "`partition` over []",
         ],
     );

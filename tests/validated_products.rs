@@ -162,7 +162,8 @@ fn a_call_cost_too_large_for_every_dpu_is_refused() {
     assert_bad(
         &o,
         &[
-            "--set machine.transfer.call_fixed_us=1e9: key `transfer.call_fixed_us`",
+            // Every override of the rule's keys (the cost and the DPUs) is named.
+            "--set machine.transfer.call_fixed_us=1e9 and --set machine.usable_dpus=5120 and --set machine.ranks=80: key `transfer.call_fixed_us`",
             "5120 DPUs at most, would take over 1000000 s",
         ],
     );

@@ -77,7 +77,7 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
         return match read_index(out) {
             Ok(old) if (&old.command, &old.parameters) != (&index.command, &index.parameters) => {
                 refuse(format!(
-                    "{shown} holds the sweep of another manifest (`{}` over [{}]; this one is `{}` over [{}]); give another directory, or delete that one to replace it",
+                    "{shown} holds a sweep of another command or other parameters (`{}` over [{}]; this manifest's is `{}` over [{}]); give another directory, or delete that one to replace it",
                     old.command,
                     old.parameters.join(", "),
                     index.command,

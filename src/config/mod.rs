@@ -50,15 +50,15 @@ impl Override {
             ));
         }
         let raw_value = raw_value.trim();
-        // TOML would read what follows a line break as more keys of its own, not this one's.
-        if raw_value.contains(['\n', '\r']) {
-            return Err(InputError::key(
-                origin,
-                key,
-                "the value holds a line break; give one value per --set",
-            ));
-        }
         let value = match toml::from_str::<toml::Table>(&format!("v = {raw_value}")) {
+            // After a line break TOML reads more keys or tables of its own, not this one's.
+            Ok(table) if table.len() > 1 => {
+                return Err(InputError::key(
+                    origin,
+                    key,
+                    "the value is followed by more TOML (a line break starts another key or table); give one value per --set",
+                ));
+            }
             Ok(mut table) => table.remove("v").expect("parsed table holds v"),
             // A well-formed integer TOML refused is one out of its range, not a string.
             Err(_) if is_integer_beyond_toml(raw_value) => {
@@ -247,9 +247,21 @@ impl Attribution {
     /// the one the rule is stated on): attributed to the first of them an override set,
     /// since that override broke the rule, or else to the file at the first key.
     pub fn error_at_any(&self, keys: &[&str], reason: impl Into<String>) -> InputError {
-        let overridden = keys.iter().find(|k| self.override_of(k).is_some());
-        let key = overridden.or(keys.first()).copied().unwrap_or("");
-        self.error_at(key, reason)
+        let overridden: Vec<(&str, &str)> = keys
+            .iter()
+            .filter_map(|&k| self.override_of(k).map(|text| (k, text)))
+            .collect();
+        match overridden.as_slice() {
+            [] => self.error_at(keys.first().copied().unwrap_or(""), reason),
+            [(key, _), ..] => {
+                // Which of several overrides broke the rule is not known: name them all.
+                let sets: Vec<String> = overridden
+                    .iter()
+                    .map(|(_, t)| format!("--set {t}"))
+                    .collect();
+                InputError::key(sets.join(" and "), key, reason)
+            }
+        }
     }
 
     /// The override that set `key` (dotted, relative to the file), if one did.

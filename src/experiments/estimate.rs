@@ -28,7 +28,7 @@ const PER_PAIR_BYTES: u64 = 20;
 /// 30 M queries after the copy, 16 bytes more per query), which since 2026-12-05 keeps
 /// each query's index beside it (measured at paper scale: peak RSS 11.17 GB against 11.05
 /// GB, 4 bytes more per query), and since 2026-12-06 each query's place in that order
-/// (measured at paper scale: 11.02 GB against 10.90 GB, 4 bytes more per query).
+/// (measured at paper scale: 11.29 GB against 11.17 GB, 4 bytes more per query).
 const PER_QUERY_BYTES: u64 = 94;
 /// Per chunk of the partitioners' chunk boundaries and loads (`partition` holds only
 /// these, never the pairs; measured: 2^30 pairs in chunks of 300, 3.58 M chunks, 146 MB
@@ -137,9 +137,10 @@ const PIMTREE_BYTES_PER_COVERED_PAIR: u64 = 96;
 /// leaves 6 for the rest; predecessors at 953 MiB, 42 bytes a pair in their group. Checked
 /// out of that fit: predecessors at 10 M and 40 M pairs estimated at 499 and 1,872 MiB,
 /// measured 560 and 1,808; range-count-if at 20 M 1,226 against 1,090; at paper scale
-/// (`upmem-2538`, 500 M pairs, docs/performance.md and docs/pim-tree.md) gets 9.5 GiB
-/// against 7.63 (`workloads/pim-tree-get.toml`, measured 2026-12-06), predecessors 16.1 GiB against 12.85, the scan comparison 10.7 GiB
-/// against 9.6. Until then PIM-tree took B+-Forest's 20 bytes a pair and no group: its
+/// (`upmem-2538`, 500 M pairs, docs/performance.md and docs/pim-tree.md; estimated on
+/// 1,012 DPUs, as the test does, about 0.1 GiB below 2,538's) gets 9.5 GiB against 7.63
+/// (`workloads/pim-tree-get.toml`, measured 2026-12-06), predecessors 16.4 GiB against
+/// 12.85, the scan comparison 10.8 GiB against 9.6. Until then PIM-tree took B+-Forest's 20 bytes a pair and no group: its
 /// predecessor runs were estimated at half their peak at 20 M pairs, and its paper-scale
 /// runs 40-65 % above theirs.
 const PIMTREE_BYTES_PER_PAIR: u64 = 6;
@@ -550,7 +551,7 @@ mod tests {
         assert_eq!(e.wall_s, 3220.0);
         assert_eq!(
             e.long().unwrap(),
-            "note: this run (4.4e10 simulated DPU events, 14146 MiB of host memory) is \
+            "note: this run (4.4e10 simulated DPU events, 14210 MiB of host memory) is \
              estimated at about 54 minutes of wall time; progress follows on stderr"
         );
         let tiny = include_str!("../../workloads/tiny.toml");
@@ -650,7 +651,7 @@ mod tests {
             let ratio = mib(kind, pairs) as f64 / peak as f64;
             assert!((0.85..1.15).contains(&ratio), "{kind} {pairs}: {ratio}");
         }
-        // At paper scale (1,012 DPUs here, 2,538 measured: 15 MB apart), in GiB.
+        // At paper scale (1,012 DPUs here, 2,538 measured: about 100 MiB apart), in GiB.
         let paper = |kind: &str, batch: &str, pairs_covered: &str| {
             let sets = [kind, batch, pairs_covered];
             let (m, w) = inputs("pim-tree-get.toml", text, &sets);

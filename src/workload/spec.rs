@@ -207,7 +207,7 @@ pub struct RawBatches {
     pub measured: u64,
     #[serde(default)]
     pub streaming: Streaming,
-    /// Streamed batches: fragments a group of DPUs holds at once (host memory is about 54
+    /// Streamed batches: fragments a group of DPUs holds at once (host memory is about 55
     /// bytes per fragment of this; see `index::bforest::stream`).
     #[serde(default = "default_stream_fragments")]
     pub stream_fragments: u64,

@@ -53,9 +53,9 @@ const MAX_SLAB_QUERIES: u64 = 1 << 20;
 /// Host bytes per fragment a group holds: the query and its origin.
 const GROUP_BYTES_PER_FRAGMENT: u64 = 28;
 /// Host bytes per fragment of a window: its buffers in MRAM (up to 40 bytes), its result
-/// read back (16) and the reference's copy of it (up to 74, with its place in the sorted
-/// order since 2026-12-06).
-const WINDOW_BYTES_PER_FRAGMENT: u64 = 130;
+/// read back (16) and the reference's copy of it (up to 78: the fragment 24, its sorted entry
+/// 32, the answer, flag and resolved key 17, its place in the sorted order 4).
+const WINDOW_BYTES_PER_FRAGMENT: u64 = 134;
 /// A window holds this fraction of a group's fragments.
 const WINDOWS_PER_GROUP: u64 = 5;
 /// Host bytes per query of a slab in flight: the drawn query.
@@ -471,13 +471,13 @@ mod tests {
         let budget = Budget::new(1000);
         let slabs = 8 * (1 << 16) * 24;
         let big = (u64::MAX, u64::MAX);
-        assert_eq!(budget.host_bytes(0, big), 1000 * 28 + 200 * 130 + slabs);
+        assert_eq!(budget.host_bytes(0, big), 1000 * 28 + 200 * 134 + slabs);
         // One DPU may be given 10,000 fragments: it is a group and a window alone.
-        assert_eq!(budget.host_bytes(10_000, big), 10_000 * (28 + 130) + slabs);
+        assert_eq!(budget.host_bytes(10_000, big), 10_000 * (28 + 134) + slabs);
         // A batch of 100 queries and at most 300 fragments holds no more than those.
         assert_eq!(
             budget.host_bytes(10_000, (100, 300)),
-            300 * (28 + 130) + 100 * 24
+            300 * (28 + 134) + 100 * 24
         );
         // 64 MiB of MRAM, records of 24 + 8 bytes for a range count: 2 Mi per launch.
         let most = most_fragments_per_dpu(QueryKind::RangeCountIf, 64 << 20, 3);
