@@ -98,28 +98,43 @@ fn inputs(
     Ok((machine, sweeps))
 }
 
-/// Refuses a PrIM point (DPUs, elements) the host has too little memory for, naming the
-/// `--set` of the sweep's size (or of its DPUs; the default points are small).
+/// Refuses PrIM points (DPUs, elements) the host has too little memory for, naming the
+/// `--set` of the sweep's size (or of its DPUs; the default points are small). The points
+/// run on rayon's threads, so the largest of them may run at once: their MRAM is summed.
 fn check_prim_memory(
     b: microbench::prim::Benchmark,
     points: &[(u32, u64)],
     sets: &[Override],
 ) -> Result<(), InputError> {
-    for &(d, n) in points {
-        let mram = b.mram_bytes(n, d).saturating_mul(u64::from(d));
-        if let Err(reason) = check_prim_point(mram, &Limits::host()) {
-            let keys = ["microbench.prim.input_size", "microbench.prim.dpus"];
-            let set = keys
-                .iter()
-                .find_map(|&k| sets.iter().rev().find(|o| o.key == k))
-                .map_or("microbench.prim.input_size".to_owned(), |o| {
-                    format!("--set {}", o.text)
-                });
-            let what = format!("{} with {n} elements on {d} DPUs {reason}", b.suite());
-            return Err(InputError::plain(set, what));
-        }
-    }
-    Ok(())
+    let mut sizes: Vec<(u64, u32, u64)> = points
+        .iter()
+        .map(|&(d, n)| (b.mram_bytes(n, d).saturating_mul(u64::from(d)), d, n))
+        .collect();
+    sizes.sort_unstable_by(|x, y| y.cmp(x));
+    let at_once = rayon::current_num_threads().clamp(1, sizes.len().max(1));
+    let mram = sizes[..at_once.min(sizes.len())]
+        .iter()
+        .fold(0u64, |sum, s| sum.saturating_add(s.0));
+    let Some(&(_, d, n)) = sizes.first() else {
+        return Ok(());
+    };
+    let Err(reason) = check_prim_point(mram, &Limits::host()) else {
+        return Ok(());
+    };
+    let keys = ["microbench.prim.input_size", "microbench.prim.dpus"];
+    let set = keys
+        .iter()
+        .find_map(|&k| sets.iter().rev().find(|o| o.key == k))
+        .map_or("microbench.prim.input_size".to_owned(), |o| {
+            format!("--set {}", o.text)
+        });
+    let with = if at_once > 1 {
+        format!(" beside {} more of its points at once", at_once - 1)
+    } else {
+        String::new()
+    };
+    let what = format!("{} with {n} elements on {d} DPUs{with} {reason}", b.suite());
+    Err(InputError::plain(set, what))
 }
 
 pub fn run(args: MicrobenchArgs) -> Result<(), Error> {

@@ -478,7 +478,7 @@ pub fn check_prim_point(mram_bytes: u64, limits: &Limits) -> Result<(), String> 
         .saturating_add(BASE_BYTES);
     match limits.host_bytes() {
         Some(available) if need > available => Err(format!(
-            "needs about {} MiB of host memory ({PRIM_HOST_BYTES_PER_MRAM_BYTE} times the {} MiB of MRAM its DPUs fill), above the {} MiB available",
+            "needs about {} MiB of host memory ({PRIM_HOST_BYTES_PER_MRAM_BYTE} times the {} MiB of MRAM the DPUs fill), above the {} MiB available",
             need >> 20,
             mram_bytes >> 20,
             available >> 20
