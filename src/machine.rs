@@ -395,9 +395,12 @@ impl Machine {
     /// which is rarely what was meant.
     pub fn warnings(&self) -> Vec<String> {
         let a = &self.attribution;
-        let resized = a
-            .override_of("ranks")
-            .or_else(|| a.override_of("dpus_per_rank"));
+        // An override that sets the file's own value resizes nothing.
+        let resizing = |key: &str| {
+            a.override_of(key)
+                .filter(|_| !a.unchanged.iter().any(|k| k == key))
+        };
+        let resized = resizing("ranks").or_else(|| resizing("dpus_per_rank"));
         let (Some(set), None, Some(usable)) =
             (resized, a.override_of("usable_dpus"), self.raw.usable_dpus)
         else {
@@ -998,6 +1001,20 @@ mod tests {
         assert!(m.usable_dpus_per_rank.iter().all(|&n| n == 63 || n == 64));
         assert_eq!(m.rank_of(0), 0);
         assert_eq!(m.rank_of(1011), 15);
+    }
+
+    #[test]
+    fn only_an_override_that_resizes_the_machine_warns_of_its_usable_dpus() {
+        let text = include_str!("../machines/upmem-2556-350mhz.toml");
+        let load = |set: &str| {
+            let o = [Override::parse(set).unwrap()];
+            Machine::from_toml_str("m.toml", text, &o).unwrap()
+        };
+        // The file's own 40 ranks of 64 with 2,556 usable: setting them again resizes nothing.
+        assert!(load("machine.ranks=40").warnings().is_empty());
+        assert!(load("machine.dpus_per_rank=64").warnings().is_empty());
+        let w = load("machine.ranks=41").warnings();
+        assert!(w[0].contains("--set machine.ranks=41 resizes the machine"), "{w:?}");
     }
 
     #[test]

@@ -175,14 +175,15 @@ pub fn parse_toml(origin: &str, text: &str) -> Result<toml::Table, InputError> {
 }
 
 /// Writes `value` at the dotted `key` of `table`, creating intermediate tables, and
-/// returns the sections it created (dotted), so errors about them can name the override.
+/// returns the sections it created (dotted), so errors about them can name the override,
+/// and the value it replaced.
 /// Whether the key exists in the schema is checked later, by deserialisation.
 fn set_path(
     table: &mut toml::Table,
     key: &str,
     value: toml::Value,
     origin: &str,
-) -> Result<Vec<String>, InputError> {
+) -> Result<(Vec<String>, Option<toml::Value>), InputError> {
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
     let Some((last, parents)) = parts.split_last() else {
         return Err(InputError::plain(origin, "the key is empty"));
@@ -207,8 +208,8 @@ fn set_path(
             }
         };
     }
-    current.insert(last.to_string(), value);
-    Ok(created)
+    let previous = current.insert(last.to_string(), value);
+    Ok((created, previous))
 }
 
 /// Where each key of a configuration came from: the file, or an override that set it.
@@ -221,6 +222,8 @@ pub struct Attribution {
     /// Sections absent from the file that an override created, as (section relative to
     /// the file, original `key=value` text): a field missing there is the override's doing.
     pub created_sections: Vec<(String, String)>,
+    /// Keys (relative to the file) an override set to the value the file already had.
+    pub unchanged: Vec<String>,
 }
 
 impl Attribution {
@@ -338,6 +341,7 @@ impl Source {
     ) -> Result<Source, InputError> {
         let mut applied = Vec::new();
         let mut created_sections = Vec::new();
+        let mut unchanged = Vec::new();
         for o in overrides {
             let relative = match prefix {
                 Some(p) => match o.strip_prefix(p) {
@@ -351,13 +355,16 @@ impl Source {
                     o.key.clone()
                 }
             };
-            let created = set_path(
+            let (created, previous) = set_path(
                 &mut table,
                 &relative,
                 o.value.clone(),
                 &format!("--set {}", o.text),
             )?;
             created_sections.extend(created.into_iter().map(|s| (s, o.text.clone())));
+            if previous.as_ref() == Some(&o.value) {
+                unchanged.push(relative.clone());
+            }
             applied.push((relative, o.text.clone()));
         }
         Ok(Source {
@@ -366,6 +373,7 @@ impl Source {
                 origin,
                 overrides: applied,
                 created_sections,
+                unchanged,
             },
         })
     }
