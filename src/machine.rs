@@ -588,7 +588,9 @@ fn check_instruction_costs(c: &RawInstructions, source: &Source) -> Result<(), I
 }
 
 /// The `[dma]` table: sizes, alignment, latency and occupancy, checked for consistency.
-fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
+/// The DMA's (min, max, alignment) sizes in bytes: the alignment a power of two, both sizes
+/// multiples of it, min at most max.
+fn dma_sizes(m: &RawDma, source: &Source) -> Result<(u64, u64, u64), InputError> {
     let align = in_range(source, "dma.alignment_bytes", m.alignment_bytes, 1, 4096)?;
     if !align.is_power_of_two() {
         return Err(source.error_at(
@@ -623,6 +625,11 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
             ),
         ));
     }
+    Ok((min, max, align))
+}
+
+fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
+    let (min, max, align) = dma_sizes(m, source)?;
     let dma = DmaParams {
         min_size_bytes: min as u32,
         max_size_bytes: max as u32,
@@ -897,21 +904,7 @@ fn check_transfer_products(
         let seconds = bytes.div_ceil(u128::from(bytes_per_s.max(1)));
         if seconds > u128::from(MAX_FULL_TRANSFER_S) {
             let min_gb_per_s = bytes as f64 / MAX_FULL_TRANSFER_S as f64 / 1e9;
-            // A direction's host cap falls back to `host_cap_gb_per_s`.
-            let cap = key.starts_with("transfer.host_cap_");
-            let fallback = if cap {
-                "transfer.host_cap_gb_per_s"
-            } else {
-                key
-            };
-            let keys = [
-                key,
-                fallback,
-                "dpu.mram_size_bytes",
-                "usable_dpus",
-                "ranks",
-                "dpus_per_rank",
-            ];
+            let keys = full_transfer_keys(key);
             return Err(source.error_at_any(
                 &keys,
                 format!(
@@ -922,6 +915,26 @@ fn check_transfer_products(
         }
     }
     Ok(())
+}
+
+/// The keys of the rule that a full transfer at the rate of `key` stays below the time
+/// limit: the rate, its fallback (a direction's host cap falls back to
+/// `host_cap_gb_per_s`), the MRAM size and the DPU count.
+fn full_transfer_keys(key: &'static str) -> [&'static str; 6] {
+    let cap = key.starts_with("transfer.host_cap_");
+    let fallback = if cap {
+        "transfer.host_cap_gb_per_s"
+    } else {
+        key
+    };
+    [
+        key,
+        fallback,
+        "dpu.mram_size_bytes",
+        "usable_dpus",
+        "ranks",
+        "dpus_per_rank",
+    ]
 }
 
 /// The costs paid once per DPU (at most) one after another: every rank's ownership switch
@@ -1014,7 +1027,10 @@ mod tests {
         assert!(load("machine.ranks=40").warnings().is_empty());
         assert!(load("machine.dpus_per_rank=64").warnings().is_empty());
         let w = load("machine.ranks=41").warnings();
-        assert!(w[0].contains("--set machine.ranks=41 resizes the machine"), "{w:?}");
+        assert!(
+            w[0].contains("--set machine.ranks=41 resizes the machine"),
+            "{w:?}"
+        );
     }
 
     #[test]
