@@ -518,6 +518,22 @@ mod tests {
         max_events: u64::MAX,
     };
 
+    #[test]
+    fn a_prim_point_is_refused_above_four_times_its_mram() {
+        let gib = 1u64 << 30;
+        let limits = Limits {
+            max_host_bytes: Some(8 * gib),
+            max_events: u64::MAX,
+        };
+        // 1 GiB of MRAM needs about 4 GiB (and 32 MiB more): within 8 GiB.
+        assert_eq!(check_prim_point(gib, &limits), Ok(()));
+        let e = check_prim_point(2 * gib, &limits).unwrap_err();
+        assert!(
+            e.contains("about 8224 MiB") && e.contains("8192 MiB available"),
+            "{e}"
+        );
+    }
+
     /// The paper-scale run (measured at 49-53 s) is not announced, the same with twice its
     /// batches is, and the tiny one is not.
     #[test]
