@@ -600,26 +600,22 @@ fn dma_sizes(m: &RawDma, source: &Source) -> Result<(u64, u64, u64), InputError>
     }
     let min = in_range(source, "dma.min_size_bytes", m.min_size_bytes, 1, 1 << 20)?;
     let max = in_range(source, "dma.max_size_bytes", m.max_size_bytes, 1, 1 << 20)?;
-    let sizes = [
-        "dma.max_size_bytes",
+    let (min_key, max_key, align_key) = (
         "dma.min_size_bytes",
+        "dma.max_size_bytes",
         "dma.alignment_bytes",
-    ];
+    );
     if max < min {
         return Err(source.error_at_any(
-            &sizes[..2],
+            &[max_key, min_key],
             format!("dma.max_size_bytes = {max} is below dma.min_size_bytes = {min}"),
         ));
     }
     if min % align != 0 || max % align != 0 {
         // The size that fails, and the alignment.
-        let keys = if min % align != 0 {
-            [sizes[1], sizes[2]]
-        } else {
-            [sizes[0], sizes[2]]
-        };
+        let size_key = if min % align != 0 { min_key } else { max_key };
         return Err(source.error_at_any(
-            &keys,
+            &[size_key, align_key],
             format!(
                 "the DMA sizes {min} and {max} must be multiples of dma.alignment_bytes = {align}"
             ),

@@ -112,9 +112,7 @@ fn check_prim_memory(
         .collect();
     sizes.sort_unstable_by(|x, y| y.cmp(x));
     let at_once = rayon::current_num_threads().clamp(1, sizes.len().max(1));
-    let mram = sizes[..at_once.min(sizes.len())]
-        .iter()
-        .fold(0u64, |sum, s| sum.saturating_add(s.0));
+    let mram = (sizes.iter().take(at_once)).fold(0u64, |sum, s| sum.saturating_add(s.0));
     let Some(&(_, d, n)) = sizes.first() else {
         return Ok(());
     };

@@ -89,9 +89,7 @@ fn check_factors(factors: &[f64]) -> Result<(), InputError> {
     {
         return Err(bad("each factor must be a number above 0 and at most 1000"));
     }
-    if let Some(f) =
-        (1..factors.len()).find_map(|i| factors[..i].contains(&factors[i]).then_some(factors[i]))
-    {
+    if let Some(f) = crate::config::first_repeated(factors) {
         return Err(bad(&format!("{f} is listed twice")));
     }
     Ok(())

@@ -174,6 +174,11 @@ pub fn parse_toml(origin: &str, text: &str) -> Result<toml::Table, InputError> {
     })
 }
 
+/// The first item of `items` that an earlier one equals: a value listed twice.
+pub fn first_repeated<T: PartialEq>(items: &[T]) -> Option<&T> {
+    (1..items.len()).find_map(|i| items[..i].contains(&items[i]).then_some(&items[i]))
+}
+
 /// Writes `value` at the dotted `key` of `table`, creating intermediate tables, and
 /// returns the sections it created (dotted), so errors about them can name the override,
 /// and the value it replaced.

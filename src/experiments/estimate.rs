@@ -140,9 +140,9 @@ const PIMTREE_BYTES_PER_COVERED_PAIR: u64 = 96;
 /// (`upmem-2538`, 500 M pairs, docs/performance.md and docs/pim-tree.md; estimated on
 /// 1,012 DPUs, as the test does, about 0.1 GiB below 2,538's) gets 9.5 GiB against 7.63
 /// (`workloads/pim-tree-get.toml`, measured 2026-12-06), predecessors 16.4 GiB against
-/// 12.85, the scan comparison 10.8 GiB against 9.6. Until then PIM-tree took B+-Forest's 20 bytes a pair and no group: its
-/// predecessor runs were estimated at half their peak at 20 M pairs, and its paper-scale
-/// runs 40-65 % above theirs.
+/// 12.85, the scan comparison 10.8 GiB against 9.6. Until then PIM-tree took B+-Forest's
+/// 20 bytes a pair and no group: its predecessor runs were estimated at half their peak at
+/// 20 M pairs, and its paper-scale runs 40-65 % above theirs.
 const PIMTREE_BYTES_PER_PAIR: u64 = 6;
 const PIMTREE_GROUP_BYTES_PER_PAIR_GET: u64 = 16;
 const PIMTREE_GROUP_BYTES_PER_PAIR_ORDERED: u64 = 42;

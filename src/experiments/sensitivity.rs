@@ -262,13 +262,11 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
     let keys: Vec<String> = if given.is_empty() {
         estimated_keys(text).into_iter().map(|(k, _)| k).collect()
     } else {
-        for (i, key) in given.iter().enumerate() {
-            if given[..i].contains(key) {
-                return Err(InputError::plain(
-                    "--keys",
-                    format!("{key} is listed twice"),
-                ));
-            }
+        if let Some(key) = crate::config::first_repeated(given) {
+            let reason = format!("{key} is listed twice");
+            return Err(InputError::plain("--keys", reason));
+        }
+        for key in given {
             let number = key
                 .split('.')
                 .try_fold(&table, |v, k| v.get(k))
