@@ -155,3 +155,22 @@ fn a_kernel_limit_names_the_machine_file() {
         ],
     );
 }
+
+/// An override that replaces a whole section decides every key in it: a rule it breaks
+/// names that override, not the file whose section it replaced.
+#[test]
+fn a_whole_section_override_is_blamed_for_its_keys() {
+    let set = "machine.dma={min_size_bytes = 4096, max_size_bytes = 2048, alignment_bytes = 8, \
+               read_latency_fixed_cycles = 77, write_latency_fixed_cycles = 61, \
+               latency_cycles_per_byte = 0.5, occupancy_fixed_cycles = 16, \
+               occupancy_cycles_per_byte = 0.5}";
+    let o = partition(&[set]);
+    assert_bad(
+        &o,
+        &[
+            &format!("error: --set {set}: key `dma.max_size_bytes`"),
+            "is below dma.min_size_bytes = 4096",
+        ],
+    );
+    assert!(!o.stderr.contains(".toml"), "{}", o.stderr);
+}

@@ -262,22 +262,27 @@ impl Attribution {
         match overridden.as_slice() {
             [] => self.error_at(keys.first().copied().unwrap_or(""), reason),
             [(key, _), ..] => {
-                // Which of several overrides broke the rule is not known: name them all.
-                let sets: Vec<String> = overridden
-                    .iter()
-                    .map(|(_, t)| format!("--set {t}"))
-                    .collect();
+                // Which of several overrides broke the rule is not known: name them all,
+                // each once (one that replaced a section decided several of the keys).
+                let mut sets: Vec<String> = Vec::new();
+                for (_, t) in &overridden {
+                    let set = format!("--set {t}");
+                    if !sets.contains(&set) {
+                        sets.push(set);
+                    }
+                }
                 InputError::key(sets.join(" and "), key, reason)
             }
         }
     }
 
-    /// The override that set `key` (dotted, relative to the file), if one did.
+    /// The override that set `key` (dotted, relative to the file), if one did: the last
+    /// one that set the key itself or replaced a section holding it.
     pub fn override_of(&self, key: &str) -> Option<&str> {
         self.overrides
             .iter()
             .rev()
-            .find(|(relative, _)| relative == key)
+            .find(|(relative, _)| covers(relative, key))
             .map(|(_, text)| text.as_str())
     }
 
@@ -302,7 +307,7 @@ impl Attribution {
 /// the key itself, or the unknown field the override introduced (serde reports an unknown
 /// field at the path of its section, or at the field's own path when it is a table).
 fn override_blamed(relative: &str, key: Option<&str>, reason: &str) -> bool {
-    if key == Some(relative) {
+    if key.is_some_and(|k| covers(relative, k)) {
         return true;
     }
     let Some(field) = quoted_field(reason, "unknown field `") else {
@@ -320,6 +325,14 @@ fn override_blamed(relative: &str, key: Option<&str>, reason: &str) -> bool {
     };
     let is_field_path = key.is_some_and(|k| k.rsplit('.').next() == Some(field));
     at_or_below(&below_section) || (is_field_path && key.is_some_and(at_or_below))
+}
+
+/// Whether an override of `relative` decided `key`: it set the key itself, or it replaced
+/// a whole section holding the key (`--set 'machine.dma={...}'` decides every `dma.*`,
+/// including those it leaves to their defaults).
+fn covers(relative: &str, key: &str) -> bool {
+    key.strip_prefix(relative)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 /// The name quoted right after `prefix` in a serde message (`unknown field `x`, ...`).
