@@ -233,8 +233,13 @@ fn spans_on_one_rank_never_overlap_and_segments_tile_each_batch() {
             }
         }
         let b = &t.batches[0];
+        assert!(b.segments.len() > 1, "{mode:?}: {:?}", b.segments);
         assert_eq!(b.segments.first().unwrap().start, b.start);
         assert_eq!(b.segments.last().unwrap().end, b.end);
+        // No gap and no overlap between consecutive segments.
+        for w in b.segments.windows(2) {
+            assert_eq!(w[0].end, w[1].start, "{mode:?}: {:?} {:?}", w[0], w[1]);
+        }
     }
 }
 
@@ -299,6 +304,16 @@ fn time_past_the_ceiling_is_an_error_not_an_overflow() {
     // A step of u64::MAX picoseconds (a saturated cost) stops in its own batch.
     let past =
         Executor::<PastCeiling>::run(&m, Protocol::sequential(1), 3, |_, _| Ok(step(u64::MAX)));
+    assert_eq!(past.unwrap_err(), PastCeiling { batch: 0 });
+    // With two batches in flight, the later ones end while batch 0 still runs: the error
+    // names batch 0, the one that passed the ceiling, not the last one started.
+    let two_in_flight = Protocol {
+        batches_in_flight: 2,
+        ..Protocol::sequential(1)
+    };
+    let past = Executor::<PastCeiling>::run(&m, two_in_flight, 4, |b, _| {
+        Ok(step(if b == 0 { u64::MAX } else { 1_000_000 }))
+    });
     assert_eq!(past.unwrap_err(), PastCeiling { batch: 0 });
 }
 

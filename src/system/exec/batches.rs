@@ -30,6 +30,9 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
         self.next_batch += 1;
         let program = (self.prepare)(batch, queries)?;
         program.assert_valid(self.p.dpus);
+        self.events_allowed = (self.events_allowed)
+            .saturating_add(MAX_EVENTS_PER_BATCH)
+            .saturating_add(program_events_bound(&program));
         if program.dpu_phase().is_none() {
             self.without_phase.insert(batch);
         }

@@ -51,8 +51,7 @@ use std::collections::VecDeque;
     CEILING.ps() / PS_PER_S
 )]
 pub struct PastCeiling {
-    /// The last batch started when the first event past the ceiling came (with batches in
-    /// flight, that event may belong to an earlier one).
+    /// The earliest batch not finished when the first event past the ceiling came.
     pub batch: u64,
 }
 
@@ -551,8 +550,30 @@ impl Params {
     }
 }
 
-/// Upper bound on the executor's events per batch, to stop a runaway model.
-const MAX_EVENTS_PER_BATCH: u64 = 1 << 24;
+/// Events any batch may take beside its program's allowance ([`program_events_bound`]),
+/// to stop a runaway model. Smaller in the crate's unit tests, so that a program's
+/// allowance shows there.
+const MAX_EVENTS_PER_BATCH: u64 = if cfg!(test) { 1 << 10 } else { 1 << 24 };
+
+/// Events one step may cause per DPU (or per rank) it involves: a call and its bytes, a
+/// memory-system share, an ownership switch, a launch, its detection and a read per rank,
+/// each at most twice with rescheduling; 16 leaves room.
+const MAX_EVENTS_PER_STEP_AND_DPU: u64 = 16;
+
+/// An upper bound on the events `program` causes: a batch's events grow with its steps
+/// and the DPUs each involves (a PIM-tree scan runs thousands of rounds on every rank), so
+/// a fixed number per batch would stop valid runs on many ranks.
+fn program_events_bound(program: &Program) -> u64 {
+    let per_step = |step: &Step| {
+        let dpus = match step {
+            Step::Host { .. } => 0,
+            Step::Transfer { sizes_bytes, .. } => sizes_bytes.len(),
+            Step::Launch { dpu_time, .. } => dpu_time.len(),
+        };
+        MAX_EVENTS_PER_STEP_AND_DPU.saturating_mul(dpus as u64 + 1)
+    };
+    (program.steps.iter()).fold(0u64, |sum, step| sum.saturating_add(per_step(step)))
+}
 
 /// The machine's system-level components running batches.
 pub struct Executor<'p, E> {
@@ -578,6 +599,8 @@ pub struct Executor<'p, E> {
     timeline: Timeline,
     prepare: Box<dyn FnMut(u64, u64) -> Result<Program, E> + 'p>,
     done: Vec<u32>,
+    /// Events the batches started so far may take in all ([`program_events_bound`]).
+    events_allowed: u64,
 }
 
 /// Which part of a step a lane job is.
@@ -639,21 +662,23 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
             timeline: Timeline::default(),
             prepare: Box::new(prepare),
             done: Vec::new(),
+            events_allowed: MAX_EVENTS_PER_BATCH,
         };
         for s in 0..slots as u32 {
             ex.slot_free(s, Time::ZERO)?;
         }
-        let limit = MAX_EVENTS_PER_BATCH.saturating_mul(total_batches + 1);
         let mut events = 0u64;
         while let Some((now, key)) = ex.queue.pop() {
             if now > CEILING {
-                let batch = ex.next_batch.saturating_sub(1);
-                return Err(E::from(PastCeiling { batch }));
+                return Err(E::from(PastCeiling {
+                    batch: ex.earliest_unfinished_batch(),
+                }));
             }
             events += 1;
             assert!(
-                events <= limit,
-                "the system model ran away: {events} events"
+                events <= ex.events_allowed,
+                "the system model ran away: {events} events, {} allowed",
+                ex.events_allowed
             );
             ex.handle(now, key)?;
         }
@@ -670,6 +695,18 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
             }
         };
         Ok(ex.timeline)
+    }
+
+    /// The earliest batch still running, or else the next to start: the one that passed
+    /// the ceiling (every batch still running has, and with batches in flight a later one
+    /// may have started before an earlier one ended).
+    fn earliest_unfinished_batch(&self) -> u64 {
+        let running = self.slots.iter().filter_map(|s| s.active.as_ref());
+        running
+            .map(|a| a.timing.batch)
+            .min()
+            .unwrap_or(self.next_batch)
+            .min(self.total_batches.saturating_sub(1))
     }
 
     fn handle(&mut self, now: Time, key: Key) -> Result<(), E> {
@@ -736,3 +773,59 @@ impl<'p, E: From<PastCeiling>> Executor<'p, E> {
 
 mod batches;
 mod ranks;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::system::program::Class;
+
+    /// A batch of many rounds on many ranks takes more events than the fixed allowance per
+    /// batch (1,024 in unit tests); its program's allowance lets it run to its end.
+    #[test]
+    fn a_batch_of_many_rounds_on_many_ranks_is_not_a_runaway() {
+        let machine = Machine::from_toml_str(
+            "upmem-2556-350mhz.toml",
+            include_str!("../../../machines/upmem-2556-350mhz.toml"),
+            &[],
+        )
+        .unwrap();
+        let dpus = machine.dpus as usize;
+        let stages = vec![
+            Stage {
+                name: "transfer",
+                class: Class::Communication,
+            },
+            Stage {
+                name: "kernel",
+                class: Class::Pim,
+            },
+        ];
+        let round = [
+            Step::Transfer {
+                stage: 0,
+                direction: Direction::CpuDpu,
+                kind: TransferKind::Parallel,
+                sizes_bytes: vec![8; dpus],
+            },
+            Step::Launch {
+                stage: 1,
+                dpu_time: vec![Time(1_000_000); dpus],
+            },
+        ];
+        let program = Program {
+            stages,
+            steps: round.iter().cycle().take(40).cloned().collect(),
+        };
+        let bound = program_events_bound(&program);
+        let timeline =
+            Executor::<PastCeiling>::run(&machine, Protocol::sequential(1), 2, |_, _| {
+                Ok(program.clone())
+            })
+            .unwrap();
+        assert_eq!(timeline.batches.len(), 2);
+        // 2 batches x 20 rounds x 40 ranks x (a call, its bytes, a launch, ...) is beyond
+        // the fixed allowance of 3 x 1,024 events (which stopped such runs before); the
+        // programs' allowance is far above the events.
+        assert!(bound > 10 * MAX_EVENTS_PER_BATCH, "{bound}");
+    }
+}
