@@ -111,8 +111,11 @@ fn open_arrivals_above_capacity_are_reported_as_saturated() {
     }
 }
 
-/// Merges correctly, then changes one answer: the run must refuse it.
-struct OffByOne;
+/// Merges correctly, then changes the last answer (or, dropping, leaves it out): the run
+/// must refuse it.
+struct OffByOne {
+    drop_last: bool,
+}
 
 impl PostprocessingPolicy for OffByOne {
     fn name(&self) -> &'static str {
@@ -127,6 +130,10 @@ impl PostprocessingPolicy for OffByOne {
         queries: usize,
     ) -> Vec<Answer> {
         let mut answers = HostMerge.merge(env, batches, results, queries);
+        if self.drop_last {
+            answers.pop();
+            return answers;
+        }
         let last: &mut Answer = answers.last_mut().unwrap();
         *last = Some(last.unwrap_or(0) + 1);
         answers
@@ -139,10 +146,25 @@ impl PostprocessingPolicy for OffByOne {
 
 #[test]
 fn a_wrong_policy_fails_the_answer_check() {
+    for (drop_last, expected) in [
+        (false, "batch 0, query 3999"),
+        // One answer short: before, only the answers given were compared, so it passed.
+        (
+            true,
+            "batch 0 (range-count-if): the DPUs answered 3999 queries, the reference 4000",
+        ),
+    ] {
+        let reason = verification_failure(Box::new(OffByOne { drop_last }));
+        assert!(reason.starts_with(expected), "{reason}");
+    }
+}
+
+/// The verification failure of a run with postprocessing `policy`.
+fn verification_failure(policy: Box<dyn PostprocessingPolicy>) -> String {
     let m = machine();
     let w = workload(&[]);
     let mut policies = Policies::of(&w).unwrap();
-    policies.postprocessing = Box::new(OffByOne);
+    policies.postprocessing = policy;
     let partitioner = by_name("qdd-double-scan").unwrap();
     let mut index = pimdes::meter::quietly(|p| {
         BForest::with_policies(&m, &w, partitioner.as_ref(), policies, p)
@@ -154,9 +176,7 @@ fn a_wrong_policy_fails_the_answer_check() {
     };
     let clock = pimdes::experiments::run::WallClock::start();
     match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
-        Err(Error::Verification(reason)) => {
-            assert!(reason.starts_with("batch 0, query 3999"), "{reason}")
-        }
+        Err(Error::Verification(reason)) => reason,
         other => panic!("expected a verification failure, got {other:?}"),
     }
 }

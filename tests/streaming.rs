@@ -105,10 +105,12 @@ fn auto_streams_only_above_the_threshold() {
     assert!(!workload(&never).streams());
 }
 
-/// The registry's evaluation, with one DPU's first partial answer changed.
+/// The registry's evaluation, with one DPU's first partial answer changed (or, truncating,
+/// its last one left out).
 struct Corrupting {
     inner: Box<dyn EvaluationPolicy>,
     dpu: usize,
+    truncate: bool,
 }
 
 impl EvaluationPolicy for Corrupting {
@@ -125,8 +127,12 @@ impl EvaluationPolicy for Corrupting {
     ) -> Result<Part, LaunchError> {
         let mut part = self.inner.evaluate(env, system, batches, dpus.clone())?;
         if dpus.contains(&self.dpu) {
-            let first = &mut part.results[self.dpu - dpus.start][0];
-            *first = Some(first.unwrap_or(0) + 1);
+            let results = &mut part.results[self.dpu - dpus.start];
+            if self.truncate {
+                results.pop();
+            } else {
+                results[0] = Some(results[0].unwrap_or(0) + 1);
+            }
         }
         Ok(part)
     }
@@ -149,6 +155,18 @@ impl EvaluationPolicy for Corrupting {
 
 #[test]
 fn a_wrong_partial_answer_fails_a_streamed_batch() {
+    for (truncate, expected) in [
+        (false, "batch 0, DPU 5, record 0"),
+        // A result list one short: before, its missing record panicked on an index.
+        (true, "batch 0, DPU 5: the DPU answered "),
+    ] {
+        let reason = streamed_failure(truncate);
+        assert!(reason.starts_with(expected), "{reason}");
+    }
+}
+
+/// The verification failure of a streamed run whose DPU 5 answers wrong (or too few).
+fn streamed_failure(truncate: bool) -> String {
     let m = machine();
     let w = workload(&[
         "batches.streaming=\"always\"",
@@ -156,7 +174,11 @@ fn a_wrong_partial_answer_fails_a_streamed_batch() {
     ]);
     let mut policies = Policies::of(&w).unwrap();
     let inner = evaluation_policies().into_iter().next().unwrap();
-    policies.evaluation = Box::new(Corrupting { inner, dpu: 5 });
+    policies.evaluation = Box::new(Corrupting {
+        inner,
+        dpu: 5,
+        truncate,
+    });
     let qdd = by_name("qdd-double-scan").unwrap();
     let mut index =
         pimdes::meter::quietly(|p| BForest::with_policies(&m, &w, qdd.as_ref(), policies, p))
@@ -167,9 +189,7 @@ fn a_wrong_partial_answer_fails_a_streamed_batch() {
     };
     let clock = pimdes::experiments::run::WallClock::start();
     match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
-        Err(Error::Verification(reason)) => {
-            assert!(reason.starts_with("batch 0, DPU 5, record 0"), "{reason}")
-        }
+        Err(Error::Verification(reason)) => reason,
         other => panic!("expected a verification failure, got {other:?}"),
     }
 }
@@ -236,7 +256,14 @@ fn a_streamed_batch_too_large_for_mram_is_refused_naming_the_dpu() {
         "batches.measured=1",
     ];
     let o = run_cli(&sets);
-    assert_bad(&o, &["dpu.mram_size_bytes", "DPU", "bytes", "queries"]);
+    assert_bad(
+        &o,
+        &[
+            "key `dpu.mram_size_bytes`",
+            "the data does not fit in MRAM: DPU 122 needs 17162704 bytes",
+            "buffers for up to 533646 queries) but has 300000",
+        ],
+    );
 }
 
 #[test]

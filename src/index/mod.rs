@@ -96,13 +96,22 @@ pub(crate) fn host_step(
     }
 }
 
-/// Every answer of batch `b` must equal the reference's `want`.
+/// Every answer of batch `b` must equal the reference's `want`, and there must be one
+/// answer for each of the reference's.
 pub(crate) fn verify(
     kind: QueryKind,
     b: u64,
     answers: &[Option<u64>],
     want: &[Option<u64>],
 ) -> Result<(), IndexError> {
+    if answers.len() != want.len() {
+        return Err(IndexError::Verification(format!(
+            "batch {b} ({}): the DPUs answered {} queries, the reference {}",
+            kind.name(),
+            answers.len(),
+            want.len()
+        )));
+    }
     match (0..answers.len()).find(|&i| answers[i] != want[i]) {
         None => Ok(()),
         Some(i) => Err(IndexError::Verification(format!(

@@ -389,6 +389,14 @@ impl Streamer<'_> {
             for ((d, got), want) in dpus.clone().zip(&part.results).zip(&expected) {
                 let records = launch_records(want.len(), l, self.launches);
                 let want = &want[records.clone()];
+                if got.len() != want.len() {
+                    return Err(IndexError::Verification(format!(
+                        "batch {}, DPU {d}: the DPU answered {} records, the reference {}",
+                        self.batch,
+                        got.len(),
+                        want.len()
+                    )));
+                }
                 if let Some(i) = (0..want.len()).find(|&i| got[i] != want[i]) {
                     let record = records.start + i;
                     return Err(IndexError::Verification(format!(
