@@ -69,6 +69,14 @@ fn bad_calibration_input_is_refused() {
         &pimdes(&[&ARGS[..], &["--set", "queries.skew=-1"]].concat()),
         &["queries.skew"],
     );
+    // The output is a TOML fragment: `--json`, once accepted and ignored, is refused.
+    let o = pimdes(&[&ARGS[..], &["--json"]].concat());
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(
+        o.stdout.is_empty() && o.stderr.contains("--json"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]

@@ -34,10 +34,20 @@ pub struct TransferArgs {
     json: bool,
 }
 
+/// The run's inputs as `pimdes run` takes them, without `--json`: the output is a TOML
+/// fragment for a machine file.
 #[derive(Debug, Args)]
 pub struct HostArgs {
-    #[command(flatten)]
-    common: CommonArgs,
+    /// Machine description (TOML), e.g. machines/paper-1012.toml.
+    #[arg(long, value_name = "FILE")]
+    machine: std::path::PathBuf,
+    /// Workload description (TOML), e.g. workloads/paper-raq.toml.
+    #[arg(long, value_name = "FILE")]
+    workload: std::path::PathBuf,
+    /// Override a key: `queries.skew=1.2` (workload) or `machine.ranks=20` (machine).
+    /// Repeatable; validated exactly like the files.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
     /// The partitioner whose routing table is timed (default: the workload's).
     #[arg(long, value_name = "NAME")]
     partitioner: Option<String>,
@@ -52,7 +62,13 @@ pub fn run(what: CalibrateWhat) -> Result<(), Error> {
         CalibrateWhat::Host(args) => args,
         CalibrateWhat::Transfer(args) => return transfer(args),
     };
-    let (machine, workload) = super::load_inputs(&args.common)?;
+    let inputs = CommonArgs {
+        machine: args.machine,
+        workload: args.workload,
+        set: args.set,
+        json: false,
+    };
+    let (machine, workload) = super::load_inputs(&inputs)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
     check_partition(&machine, &workload, &Limits::host())?;
     let measured = calibrate::host(&machine, &workload, partitioner.as_ref(), args.runs)?;
