@@ -93,15 +93,16 @@ fn inputs(
             )
             .into());
         }
-        check_prim_memory(b, &held, &prim_sets)?;
+        check_prim_memory(&machine, b, &held, &prim_sets)?;
     }
     Ok((machine, sweeps))
 }
 
 /// Refuses PrIM points (DPUs, elements) the host has too little memory for, naming the
-/// `--set` of the sweep's size (or of its DPUs; the default points are small). The points
+/// `--set` of the sweep's size (or of its DPUs), or else the machine's MRAM size. The points
 /// run on rayon's threads, so the largest of them may run at once: their MRAM is summed.
 fn check_prim_memory(
+    machine: &Machine,
     b: microbench::prim::Benchmark,
     points: &[(u32, u64)],
     sets: &[Override],
@@ -119,20 +120,22 @@ fn check_prim_memory(
     let Err(reason) = check_prim_point(mram, &Limits::host()) else {
         return Ok(());
     };
-    let keys = ["microbench.prim.input_size", "microbench.prim.dpus"];
-    let set = keys
-        .iter()
-        .find_map(|&k| sets.iter().rev().find(|o| o.key == k))
-        .map_or("microbench.prim.input_size".to_owned(), |o| {
-            format!("--set {}", o.text)
-        });
     let with = if at_once > 1 {
         format!(" beside {} more of its points at once", at_once - 1)
     } else {
         String::new()
     };
     let what = format!("{} with {n} elements on {d} DPUs{with} {reason}", b.suite());
-    Err(InputError::plain(set, what))
+    let keys = ["microbench.prim.input_size", "microbench.prim.dpus"];
+    match keys
+        .iter()
+        .find_map(|&k| sets.iter().rev().find(|o| o.key == k))
+    {
+        Some(o) => Err(InputError::key(format!("--set {}", o.text), &o.key, what)),
+        // The published points (a few MiB per DPU) fit any host; were they too large, the
+        // machine's MRAM, which decides the points that run, would be what to change.
+        None => Err(machine.attribution.error_at("dpu.mram_size_bytes", what)),
+    }
 }
 
 pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
