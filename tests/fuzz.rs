@@ -604,9 +604,9 @@ fn the_shrunk_bases_run() {
                 assert_eq!(
                     verdict,
                     Verdict::Ok,
-                    "{} with {}: {command:?}",
-                    MACHINES[m].0,
-                    WORKLOADS[w].0
+                    "machine base {m} ({}) with {}: {command:?}",
+                    c.machine.0,
+                    c.workload.0
                 );
             }
         }

@@ -282,7 +282,13 @@ fn open_arrivals_are_not_supported() {
 fn a_bad_poll_interval_is_an_input_error() {
     for bad in ["-1", "1e9", "nan"] {
         let o = run_cli(&[&format!("run.poll_interval_us={bad}")]);
-        assert_bad(&o, &["run.poll_interval_us"]);
+        assert_bad(
+            &o,
+            &[
+                "key `run.poll_interval_us`",
+                "is not between 0 and 1000000 microseconds",
+            ],
+        );
     }
 }
 

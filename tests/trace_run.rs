@@ -173,11 +173,11 @@ fn bad_trace_flags_are_input_errors() {
         ),
         (
             vec!["--trace", p, "--trace-batches", "18446744073709551615"],
-            "--trace-batches",
+            "--trace-batches: `18446744073709551615` is not a non-empty range",
         ),
         (
             vec!["--trace", p, "--trace-batches", "3..3"],
-            "--trace-batches",
+            "--trace-batches: `3..3` is not a non-empty range",
         ),
         (
             vec!["--trace", p, "--trace-batches", "0..99"],
@@ -191,7 +191,10 @@ fn bad_trace_flags_are_input_errors() {
             vec!["--trace", p, "--trace-dpus", "9999"],
             "DPU 9999 does not exist",
         ),
-        (vec!["--trace", p, "--trace-dpus", "1,a"], "--trace-dpus"),
+        (
+            vec!["--trace", p, "--trace-dpus", "1,a"],
+            "--trace-dpus: `a` is not a DPU number",
+        ),
     ] {
         let mut args = BASE.to_vec();
         args.extend_from_slice(&flags);

@@ -204,8 +204,13 @@ mod tests {
         for (i, p) in pages.iter_mut().enumerate() {
             p.fill(i as u8 | 1);
         }
-        let copy = pages[3].clone();
+        let mut copy = pages[3].clone();
         assert_eq!(copy, pages[3]);
+        // Writes to the clone and to the original do not reach each other.
+        copy[1] = 0xee;
+        pages[3][2] = 0xdd;
+        assert_eq!((copy[1], copy[2]), (0xee, 3 | 1));
+        assert_eq!((pages[3][1], pages[3][2]), (3 | 1, 0xdd));
         pages.truncate(10);
         let again: Vec<Page> = (0..600).map(|_| Page::zeroed()).collect();
         assert!(again.iter().all(|p| p.iter().all(|&b| b == 0)));
