@@ -169,7 +169,8 @@ pub struct Machine {
     pub dpus_per_rank: u32,
     /// Usable DPUs in the whole system.
     pub dpus: u32,
-    /// Usable DPUs of each rank; faulty DPUs are spread evenly, earlier ranks keep more.
+    /// Usable DPUs of each rank; faulty DPUs are spread evenly (rank `r` of `R` keeps
+    /// `floor(u(r+1)/R) - floor(ur/R)` of the `u` usable ones), so ranks differ by at most one.
     pub usable_dpus_per_rank: Vec<u32>,
     pub mram_size_bytes: u64,
     /// One DPU: clock, pipeline, memories, instruction costs, DMA engine.
@@ -1008,6 +1009,12 @@ mod tests {
         assert_eq!(m.dpus, 1012);
         assert_eq!(m.usable_dpus_per_rank.iter().sum::<u32>(), 1012);
         assert!(m.usable_dpus_per_rank.iter().all(|&n| n == 63 || n == 64));
+        // The ranks that keep the extra DPUs, as file-formats.md says.
+        let full: Vec<usize> = (m.usable_dpus_per_rank.iter().enumerate())
+            .filter(|&(_, &n)| n == 64)
+            .map(|(r, _)| r)
+            .collect();
+        assert_eq!(full, [3, 7, 11, 15]);
         assert_eq!(m.rank_of(0), 0);
         assert_eq!(m.rank_of(1011), 15);
     }
