@@ -83,6 +83,30 @@ fn open_arrivals_below_capacity_answer_within_two_batch_times() {
     assert!(r.latency_us.p50 >= r.batch_time_us.mean * 0.5);
 }
 
+/// Open arrivals start with small batches that grow towards the arrival rate's size: a
+/// measurement taken while they still grow is said to be one (here 2 warm-up batches at
+/// 1.2 times the closed throughput: 484 queries in the first measured batch, 924 in the
+/// last), and not once they have settled (20 warm-up batches) or when they settle at once
+/// (a quarter of the throughput).
+#[test]
+fn open_arrivals_measured_while_batches_grow_are_warned_of() {
+    let closed = run_with(&[]);
+    let open = |factor: f64, warmup: &str| {
+        let rate = closed.throughput_queries_per_s * factor;
+        let rate = format!("run.queries_per_s={rate}");
+        run_with(&["run.arrival=open", &rate, warmup])
+    };
+    let growing = |r: &RunReport| {
+        (r.warnings.iter()).any(|w| w.starts_with("the measured batches were still growing"))
+    };
+    let ramp = open(1.2, "batches.warmup=2");
+    assert!(growing(&ramp) && !ramp.saturated, "{:?}", ramp.warnings);
+    let settled = open(1.2, "batches.warmup=20");
+    assert!(!growing(&settled), "{:?}", settled.warnings);
+    let light = open(0.25, "batches.warmup=2");
+    assert!(light.warnings.is_empty(), "{:?}", light.warnings);
+}
+
 #[test]
 fn open_arrivals_above_capacity_are_reported_as_saturated() {
     let closed = run_with(&[]);

@@ -635,6 +635,25 @@ fn saturation(workload: &Workload, timeline: &Timeline) -> Option<String> {
     })
 }
 
+/// With open arrivals, whether the measured batches were still growing, with the warning
+/// that says so: a run starts with small batches (the first takes one query) that grow
+/// towards the arrival rate's size, and a measurement taken before they settle describes
+/// the ramp, not the steady state. Growth by more than half from the first measured batch
+/// to the last counts; a saturated run (full batches) is said so by [`saturation`] instead.
+fn ramp(workload: &Workload, timeline: &Timeline) -> Option<String> {
+    let open = matches!(protocol_of(workload).arrival, Arrival::Open { .. });
+    let mut measured: Vec<&BatchTiming> = (timeline.batches.iter())
+        .filter(|b| b.batch >= workload.warmup_batches)
+        .collect();
+    measured.sort_by_key(|b| b.batch);
+    let (first, last) = (measured.first()?.queries, measured.last()?.queries);
+    (open && last > first + first / 2).then(|| {
+        format!(
+            "the measured batches were still growing ({first} queries in the first, {last} in the last): open arrivals start with small batches, and this run measured them before they settled; add warm-up batches (batches.warmup)"
+        )
+    })
+}
+
 fn spread_us(h: &Histogram<u64>) -> Spread {
     let us = |ns: u64| ns as f64 / 1000.0;
     Spread {
@@ -699,6 +718,9 @@ fn report(
     }
     let mut warnings = index.warnings();
     warnings.extend(saturated.clone());
+    if saturated.is_none() {
+        warnings.extend(ramp(workload, timeline));
+    }
     RunReport {
         schema_version: super::REPORT_SCHEMA_VERSION,
         index: index.name().to_owned(),
