@@ -95,6 +95,12 @@ fn check_file_type(target: &OutputTarget) -> Result<(), InputError> {
 /// The target's directory, canonicalized, joined with its file name: the same path for
 /// every spelling of one target (no symbolic link at the end, checked before).
 fn canonical_target(target: &OutputTarget) -> Result<PathBuf, InputError> {
+    // `Path::file_name` reads `x.json/` and `dir/new/.` as `x.json` and `new`, but the
+    // final rename cannot make a file of either: a trailing `/` or `/.` names a directory.
+    let text = target.path.as_os_str().as_encoded_bytes();
+    if text.ends_with(b"/") || text.ends_with(b"/.") {
+        return Err(target.bad("ends with `/`, so it names a directory, not a file"));
+    }
     let Some(name) = target.path.file_name() else {
         return Err(target.bad("names a directory, not a file"));
     };
@@ -155,11 +161,15 @@ pub fn temporary_target(file_name: &str) -> Option<&str> {
 }
 
 /// The target of a temporary file named `NAME.tmp-PID-N`, not hidden, as earlier versions
-/// named them; `None` for any other name (`results.csv.tmp-keep` is a user's file).
+/// named them; `None` for any other name (`results.csv.tmp-keep`, `x.json.tmp-1` and
+/// `results.csv.tmp-2024-01-01` are a user's files: only two numbers make our tail).
 pub fn legacy_temporary_target(file_name: &str) -> Option<&str> {
     let (target, tail) = file_name.rsplit_once(TEMPORARY_MARK)?;
-    let plain = !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit() || c == '-');
-    plain.then_some(target)
+    let number = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let ours = tail
+        .split_once('-')
+        .is_some_and(|(pid, n)| number(pid) && number(n));
+    ours.then_some(target)
 }
 
 /// Writes `bytes` to the target atomically: all of it or nothing, and the temporary file
@@ -323,8 +333,19 @@ mod tests {
             ".run.json.tmp-",
             ".x.tmp-1a",
             "a.tmp-1-0",
+            ".x.tmp-1",
+            ".x.tmp-2024-01-01",
+            ".x.tmp-1-",
         ] {
             assert_eq!(temporary_target(other), None, "{other}");
+        }
+        // A user's files that only look like an earlier version's temporaries.
+        assert_eq!(
+            legacy_temporary_target("results.csv.tmp-12-3"),
+            Some("results.csv")
+        );
+        for users in ["results.csv.tmp-2024-01-01", "x.json.tmp-1", "x.tmp--1"] {
+            assert_eq!(legacy_temporary_target(users), None, "{users}");
         }
     }
 

@@ -132,6 +132,22 @@ fn bad_figures_and_names_are_bad_input() {
         &pimdes(&["experiment", "batch-size", "--scale", "huge"]),
         &["--scale", "quick, paper"],
     );
+    // A later part's directory that cannot be used is refused before the first part runs
+    // (the partition part's 20 points ran and wrote their files first).
+    let ex = dir.join("experiment");
+    std::fs::create_dir_all(&ex).unwrap();
+    std::fs::write(ex.join("run"), "mine").unwrap();
+    assert_bad(
+        &pimdes(&[
+            "experiment",
+            "imbalance-vs-skew",
+            "--out",
+            ex.to_str().unwrap(),
+        ]),
+        &["--out", "run is a file, not a directory"],
+    );
+    assert!(!ex.join("partition").exists(), "the first part did not run");
+    assert_eq!(std::fs::read_to_string(ex.join("run")).unwrap(), "mine");
     assert_bad(&pimdes(&["plot", dir.to_str().unwrap()]), &["sweep.json"]);
     let o = pimdes(&["experiment", "--list"]);
     assert_eq!(o.code, Some(0));

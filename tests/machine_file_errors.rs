@@ -122,6 +122,15 @@ fn an_unknown_suite_lists_the_known_ones() {
             "arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv, prim-sel, prim-uni, apps, all",
         ],
     );
+    // The name is checked before the settings, which it decides: an unknown name with a
+    // suite's --set is the name's error, not the setting's.
+    let o = pimdes(&[
+        "microbench",
+        "gups",
+        "--set",
+        "microbench.transfer.ranks=[1]",
+    ]);
+    assert_bad(&o, &["NAME", "unknown microbenchmark `gups`"]);
 }
 
 #[test]

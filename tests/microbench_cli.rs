@@ -251,7 +251,7 @@ fn bad_sweep_settings_name_their_key() {
         // PrIM's binary search misses queries at sizes PrIM did not run (exit 3 before).
         (
             &["prim-bs", "--set", "microbench.prim.input_size=1000"],
-            "a power of two of at least 64 elements",
+            "error: --set microbench.prim.input_size=1000: key `microbench.prim.input_size`: prim-bs with 1000 elements",
         ),
         (
             &["prim-bs", "--set", "microbench.prim.input_size=32"],

@@ -62,6 +62,14 @@ fn a_symlink_target_is_refused_and_left_alone() {
 fn a_device_or_directory_target_is_refused() {
     let o = run_out(Path::new("/dev/null"));
     assert_bad(&o, &["--out /dev/null", "not a regular file"]);
+    // A path ending in `/` or `/.` names a directory, even one that does not exist yet;
+    // it used to pass the checks and fail after the simulation with exit code 1.
+    let dir = scratch("trailing");
+    for path in ["new.json/", "new/."] {
+        let target = format!("{}/{path}", dir.display());
+        let o = run_out(Path::new(&target));
+        assert_bad(&o, &["--out", "names a directory, not a file"]);
+    }
     let dir = scratch("directory");
     let o = run(&["--trace", dir.to_str().unwrap()]);
     assert_bad(&o, &["--trace", "is a directory"]);

@@ -208,7 +208,17 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 15] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 17] = [
+    // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
+    // and one that looks like another key.
+    (
+        "command = \"run\"\n[grid]\n\"queries.skew=1.2 #\" = [0.6, 1.0]",
+        &["key `queries.skew=1.2 #`", "is not a key"],
+    ),
+    (
+        "command = \"run\"\n[grid]\n\"queries.skew\" = [0.6]\n\" queries.skew\" = [1.2]",
+        &["key ` queries.skew`", "is not a key"],
+    ),
     // A point's value the workload refuses: the manifest is named, not a `--set`.
     (
         "command = \"run\"\n[grid]\nqueries.skeww = [1.0]",
@@ -427,9 +437,23 @@ fn a_sweep_writes_only_into_a_directory_of_its_own() {
     // a huge --jobs starts no more threads than there are points.
     let out = d.join("out");
     sweep(&[s(&m), "--out", s(&out)]);
-    let lookalike = mine(&out.join("results.csv.tmp-keep"));
+    let lookalikes = [
+        "results.csv.tmp-keep",
+        "results.csv.tmp-2024-01-01",
+        "point.json.tmp-1",
+    ]
+    .map(|name| mine(&out.join(name)));
     sweep(&[s(&m), "--out", s(&out), "--jobs", "1000000"]);
-    assert_eq!(std::fs::read_to_string(lookalike).unwrap(), "mine");
+    for lookalike in lookalikes {
+        assert_eq!(std::fs::read_to_string(lookalike).unwrap(), "mine");
+    }
+    // A symbolic link to nothing is no place for the sweep's directory.
+    let dangling = d.join("dangling");
+    std::os::unix::fs::symlink(d.join("nowhere"), &dangling).unwrap();
+    assert_bad(
+        &pimdes(&["sweep", s(&m), "--out", s(&dangling)]),
+        &["--out", "is a symbolic link to nothing"],
+    );
     // Another manifest's sweep (another command here) does not replace this one's index.
     let index = std::fs::read_to_string(out.join("sweep.json")).unwrap();
     let other = d.join("other.toml");

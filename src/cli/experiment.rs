@@ -1,7 +1,7 @@
 //! `pimdes experiment NAME` (one of the paper's experiments: sweeps, collection, figures)
 //! and `pimdes plot DIR` (redraw a sweep's figures from its collected results).
 
-use super::sweep::sweep_whole;
+use super::sweep::{check_sweep, sweep_whole};
 use super::write_stdout;
 use crate::config::InputError;
 use crate::error::Error;
@@ -76,6 +76,14 @@ pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
         .out
         .unwrap_or_else(|| PathBuf::from(format!("results/{}-{}", e.name, args.scale)));
     let root = catalog::root();
+    // Every part's manifest and directory first: a bad --out for a later part must not
+    // show after the earlier parts ran and wrote their results.
+    for part in e.parts {
+        check_sweep(
+            &catalog::manifest(&root, e, &args.scale, part),
+            &out.join(part),
+        )?;
+    }
     let mut summary = String::new();
     for part in e.parts {
         let manifest = catalog::manifest(&root, e, &args.scale, part);

@@ -45,6 +45,10 @@ fn inputs(
     machine: &Option<PathBuf>,
     sets: &[String],
 ) -> Result<(Machine, Sweeps), Error> {
+    // The name first: with an unknown one, no `--set` can be right or wrong.
+    if !microbench::SUITES.contains(&name) {
+        return Err(unknown_suite(name).into());
+    }
     let overrides = sets
         .iter()
         .map(|s| Override::parse(s))
@@ -79,7 +83,8 @@ fn inputs(
     };
     microbench::check_mram(name, &machine)?;
     for &b in &prim_suites {
-        let (held, skipped) = microbench::prim::points(b, &machine, &sweeps.prim)?;
+        let (held, skipped) = microbench::prim::points(b, &machine, &sweeps.prim)
+            .map_err(|e| named_by_set(e, &prim_sets))?;
         // `apps` and `all` run the suites that fit and warn of the points skipped.
         if held.is_empty() && prim_suites.len() == 1 {
             return Err(machine.attribution.error_at(
@@ -96,6 +101,25 @@ fn inputs(
         check_prim_memory(&machine, b, &held, &prim_sets)?;
     }
     Ok((machine, sweeps))
+}
+
+fn unknown_suite(name: &str) -> InputError {
+    InputError::plain(
+        "NAME",
+        format!(
+            "unknown microbenchmark `{name}`; expected one of: {}",
+            microbench::SUITES.join(", ")
+        ),
+    )
+}
+
+/// An error the sweep's rules gave under the bare key (`microbench.prim.input_size`),
+/// told against the `--set` that gave the key.
+fn named_by_set(e: InputError, sets: &[Override]) -> InputError {
+    match sets.iter().rev().find(|o| o.key == e.origin) {
+        Some(o) => InputError::key(format!("--set {}", o.text), &o.key, e.reason),
+        None => e,
+    }
 }
 
 /// Refuses PrIM points (DPUs, elements) the host has too little memory for, naming the
@@ -147,16 +171,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     let phase = format!("running the {} microbenchmarks", args.name);
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
     let records = microbench::run_with(&args.name, &machine, &sweeps)
-        .ok_or_else(|| {
-            InputError::plain(
-                "NAME",
-                format!(
-                    "unknown microbenchmark `{}`; expected one of: {}",
-                    args.name,
-                    microbench::SUITES.join(", ")
-                ),
-            )
-        })?
+        .ok_or_else(|| unknown_suite(&args.name))?
         .map_err(|e| e.attributed(&machine.attribution))?;
     drop(progress);
     let skipped = microbench::prim::skipped(&prim_suites, &machine);

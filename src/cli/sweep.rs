@@ -68,6 +68,12 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
     let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
     let shown = out.display();
     match std::fs::metadata(out) {
+        // A symbolic link to nothing: the directory could not be made there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && out.is_symlink() => {
+            return refuse(format!(
+                "{shown} is a symbolic link to nothing; give a directory, or a path to create one"
+            ));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return refuse(format!("cannot read {shown}: {e}")),
         Ok(m) if !m.is_dir() => return refuse(format!("{shown} is a file, not a directory")),
@@ -168,6 +174,13 @@ fn write_index(m: &Manifest, out: &Path) -> Result<PathBuf, Error> {
     })?;
     write_atomically(&dir.join(INDEX_FILE), &(text + "\n"))?;
     Ok(dir)
+}
+
+/// Checks, without writing anything, that the manifest at `path` loads and that `out` can
+/// take its sweep: what an experiment checks for every part before running the first.
+pub(crate) fn check_sweep(path: &Path, out: &Path) -> Result<(), Error> {
+    let m = load_manifest(path)?;
+    check_out_dir(out, &index(&m)?)
 }
 
 /// Runs every point of the manifest at `path` into `out` on `jobs` threads, collects them

@@ -399,6 +399,20 @@ fn check_keys(
         .map(|(k, _)| k.as_str())
         .chain(axes.iter().flat_map(|a| a.keys.iter().map(String::as_str)));
     for key in keys {
+        // The key becomes the text of a `--set key=value`: an `=`, a space or a `#` in it
+        // would change what the point runs (`"queries.skew=1.2 #"` ran skew 1.2 whatever
+        // the grid said), and spaces would make one key look like two.
+        let part_ok = |p: &str| {
+            !p.is_empty()
+                && (p.bytes()).all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        if !key.split('.').all(part_ok) {
+            return Err(InputError::key(
+                origin,
+                key,
+                "is not a key: give dotted names of letters, digits, `_` and `-` (such as `queries.skew`)",
+            ));
+        }
         if seen.contains(&key) {
             return Err(InputError::key(
                 origin,
