@@ -717,10 +717,8 @@ fn report(
         );
     }
     let mut warnings = index.warnings();
-    warnings.extend(saturated.clone());
-    if saturated.is_none() {
-        warnings.extend(ramp(workload, timeline));
-    }
+    // A saturated run's batches are full: a ramp is worth telling only otherwise.
+    warnings.extend(saturated.clone().or_else(|| ramp(workload, timeline)));
     RunReport {
         schema_version: super::REPORT_SCHEMA_VERSION,
         index: index.name().to_owned(),
