@@ -300,6 +300,15 @@ fn bad_manifests_name_the_file_and_key() {
         all.extend(needles);
         assert_bad(&o, &all);
     }
+    // A machine or workload that is not a file: the manifest and its key are named.
+    let workload = root("workloads/tiny.toml");
+    for (machine, needle) in [("", "is not a file"), ("nosuch.toml", "cannot be read")] {
+        let m = d.join("paths.toml");
+        let text = format!("machine = {machine:?}\nworkload = {workload:?}\ncommand = \"run\"\n");
+        std::fs::write(&m, text).unwrap();
+        let o = pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]);
+        assert_bad(&o, &["paths.toml: key `machine`", needle]);
+    }
 }
 
 #[test]

@@ -171,6 +171,18 @@ fn file_name(params: &[(String, toml::Value)]) -> String {
 /// Reads a workload's seed under some overrides (only asked when there are repetitions).
 pub type SeedOf<'a> = &'a dyn Fn(&Path, &[Override]) -> Result<u64, InputError>;
 
+/// The manifest's `machine` or `workload` must name a file: an error names the manifest
+/// and the key (the loader would name only the path, or a directory for `""`).
+fn check_input_file(key: &str, file: &Path, origin: &str) -> Result<(), InputError> {
+    let reason = match std::fs::metadata(file) {
+        Ok(m) if m.is_file() => return Ok(()),
+        Ok(_) => "is not a file".to_owned(),
+        Err(e) => format!("cannot be read: {e}"),
+    };
+    let shown = file.display();
+    Err(InputError::key(origin, key, format!("`{shown}` {reason}")))
+}
+
 /// Reads and checks a manifest and expands it into points.
 pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     let origin = path.display().to_string();
@@ -184,6 +196,9 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         std::fs::canonicalize(&joined).unwrap_or(joined)
     };
     let (machine, workload) = (resolve(&raw.machine), resolve(&raw.workload));
+    for (key, file) in [("machine", &machine), ("workload", &workload)] {
+        check_input_file(key, file, &origin)?;
+    }
     check_partitioner(&raw, &origin)?;
     let mut fixed = Vec::new();
     flatten(&raw.set, "", &mut fixed);
