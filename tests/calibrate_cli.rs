@@ -124,5 +124,15 @@ fn calibrate_transfer_refuses_keys_that_are_not_the_machines() {
         "--set",
         "machine.transfer.call_fixed_us=-1",
     ]);
-    assert_bad(&o, &["transfer.call_fixed_us"]);
+    assert_bad(&o, &["key `transfer.call_fixed_us`", "-1 is not between 0"]);
+    // The size is each figure's: an override of it was replaced (usable_dpus) or broke
+    // the cut with an error naming settings the user never gave (dpus_per_rank).
+    for set in [
+        "machine.usable_dpus=5",
+        "machine.dpus_per_rank=32",
+        "machine.ranks=80",
+    ] {
+        let o = pimdes(&["calibrate", "transfer", "--set", set]);
+        assert_bad(&o, &[&format!("--set {set}"), "its size cannot be set"]);
+    }
 }

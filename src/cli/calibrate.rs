@@ -108,6 +108,17 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
             )
             .into());
         }
+        // Each figure sets the machine's size itself: the override would be replaced, or
+        // would break the cut with an error naming settings the user never gave.
+        let sizing = ["ranks", "dpus_per_rank", "usable_dpus"];
+        if sizing.iter().any(|k| o.strip_prefix("machine") == Some(k)) {
+            return Err(crate::error::InputError::key(
+                format!("--set {text}"),
+                &o.key,
+                "calibrate transfer cuts the machine to each figure's DPUs in ranks of 64, as they were measured; its size cannot be set",
+            )
+            .into());
+        }
         sets.push(o);
     }
     let load = |cut: &[Override]| {

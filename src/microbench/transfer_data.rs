@@ -247,6 +247,7 @@ pub fn model_us(
     let ranks = figure.dpus.div_ceil(DPUS_PER_RANK);
     let sets = [
         format!("machine.ranks={ranks}"),
+        format!("machine.dpus_per_rank={DPUS_PER_RANK}"),
         format!("machine.usable_dpus={}", figure.dpus),
     ];
     let sets: Vec<Override> = sets
