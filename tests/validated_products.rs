@@ -92,20 +92,10 @@ fn fixed_costs_that_would_overflow_simulated_time_are_refused() {
 /// error naming the keys, instead of the panic "host work fits u64 picoseconds".
 #[test]
 fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
-    let o = pimdes(&[
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--quiet",
-        "--set",
+    let o = run_tiny(&[
         "machine.host.pack_ns_per_byte=1e9",
-        "--set",
         "machine.host.route_ns_per_query=1e9",
-        "--set",
         "machine.host.threads=1",
-        "--set",
         "batches.measured=20",
     ]);
     assert_bad(
@@ -118,20 +108,10 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
     );
     // Past the ceiling in the warm-up batch: the batch's size is named, since fewer
     // measured batches would not help.
-    let o = pimdes(&[
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--quiet",
-        "--set",
+    let o = run_tiny(&[
         "machine.host.pack_ns_per_byte=1e9",
-        "--set",
         "machine.host.threads=1",
-        "--set",
         "queries.batch_size=200000",
-        "--set",
         "batches.measured=3",
     ]);
     assert_bad(
@@ -141,6 +121,22 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
             "in batch 0",
         ],
     );
+}
+
+/// `pimdes run --quiet` of the tiny workload on the 2-rank machine with `sets`.
+fn run_tiny(sets: &[&str]) -> common::Outcome {
+    let mut args = vec![
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--quiet",
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    pimdes(&args)
 }
 
 /// A serial transfer pays the call's fixed cost once per DPU: at its largest valid value on
