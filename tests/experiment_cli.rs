@@ -103,6 +103,14 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
     std::fs::write(&index, outside).unwrap();
     assert_bad(&plot(), &["sweep.json", "`plot[0].name`"]);
     assert!(!dir.join("evil.svg").exists() && !dir.join("evil.md").exists());
+    // A column no result has would draw an empty figure.
+    let misspelt = text.replace("\"batch_time_us.mean\"", "\"batch_time_us.meen\"");
+    assert_ne!(misspelt, text);
+    std::fs::write(&index, misspelt).unwrap();
+    assert_bad(
+        &plot(),
+        &["sweep.json", "`plot[0].y[0]`", "batch_time_us.meen"],
+    );
     std::fs::write(&index, text).unwrap();
     let results = out.join("results.jsonl");
     std::fs::write(&results, "").unwrap();
@@ -121,6 +129,36 @@ fn bad_figures_and_names_are_bad_input() {
         &o,
         &["m.toml", "`plot[0].series`", "not a parameter of the sweep"],
     );
+    // A column the sweep does not collect, in each place a figure names columns: refused
+    // before any point runs.
+    let text = std::fs::read_to_string(manifest(&dir, "")).unwrap();
+    for (from, to, key) in [
+        ("x = \"queries.skew\"", "x = \"queries.skw\"", "`plot[0].x`"),
+        (
+            "\"breakdown_us.pim\"",
+            "\"breakdown_us.pimm\"",
+            "`plot[1].y[1]`",
+        ),
+        (
+            "[\"batch_time_us.stddev\"]",
+            "[\"stddev\"]",
+            "`plot[0].error[0]`",
+        ),
+    ] {
+        let bad = text.replacen(from, to, 1);
+        assert_ne!(bad, text);
+        std::fs::write(&m, bad).unwrap();
+        let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert_bad(
+            &o,
+            &[
+                "m.toml",
+                key,
+                "neither a parameter of the sweep nor a result",
+            ],
+        );
+        assert!(!out.exists(), "nothing ran");
+    }
     let m = manifest(&dir, "stacked = 3");
     let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_bad(&o, &["m.toml", "stacked"]);

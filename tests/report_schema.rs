@@ -136,6 +136,16 @@ fn every_report_meets_its_schema() {
         let report = json(&args);
         let errors = validate(&schema(name), &report);
         assert!(errors.is_empty(), "{name}: {errors:#?}");
+        if name == "run" {
+            // A manifest's figures may name only these (checked before a sweep runs).
+            let keys = pimdes::experiments::run::breakdown_keys();
+            for key in report["breakdown_us"].as_object().unwrap().keys() {
+                assert!(
+                    keys.contains(&key.as_str()),
+                    "breakdown_us.{key}: not in {keys:?}"
+                );
+            }
+        }
         let commit = &report["git_commit"];
         assert!(commit.is_null() || commit.is_string(), "{name}: {commit}");
     }

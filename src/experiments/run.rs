@@ -535,19 +535,23 @@ fn breakdown(measured: &[&BatchTiming]) -> Named {
             }
         }
     }
-    stages.add("waiting", waiting);
-    for (class, v) in [Class::Cpu, Class::Communication, Class::Pim]
-        .into_iter()
-        .zip(classes)
-    {
-        let name = match class {
-            Class::Cpu => "cpu",
-            Class::Communication => "communication",
-            Class::Pim => "pim",
-        };
-        stages.add(name, v);
+    stages.add(WAITING, waiting);
+    for (class, v) in Class::ALL.into_iter().zip(classes) {
+        stages.add(class.key(), v);
     }
     stages
+}
+
+/// The key under `breakdown_us` of the time no stage was on the critical path.
+const WAITING: &str = "waiting";
+
+/// Every key a run's `breakdown_us` can have: each index's stages, the waiting time and the
+/// classes' totals.
+pub fn breakdown_keys() -> Vec<&'static str> {
+    let mut keys = crate::index::stage_names();
+    keys.push(WAITING);
+    keys.extend(Class::ALL.map(Class::key));
+    keys
 }
 
 fn latency(protocol: &Protocol, measured: &[&BatchTiming]) -> Latency {

@@ -196,6 +196,18 @@ pub fn names() -> &'static [&'static str] {
     &[bforest::NAME, pimtree::NAME]
 }
 
+/// The stages of every index's batches, each name once (the per-stage keys of a run's
+/// `breakdown_us`).
+pub fn stage_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for stage in bforest::STAGES.iter().chain(&pimtree::STAGES) {
+        if !names.contains(&stage.name) {
+            names.push(stage.name);
+        }
+    }
+    names
+}
+
 /// The schema of each index's own keys of the run report, by `run.index` name (the run
 /// report's schema applies each where `index` names it).
 pub fn report_schemas(

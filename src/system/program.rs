@@ -21,6 +21,19 @@ pub enum Class {
     Pim,
 }
 
+impl Class {
+    pub const ALL: [Class; 3] = [Class::Cpu, Class::Communication, Class::Pim];
+
+    /// The key of the class's total under a run's `breakdown_us`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Class::Cpu => "cpu",
+            Class::Communication => "communication",
+            Class::Pim => "pim",
+        }
+    }
+}
+
 /// A named stage of an index's batch; every step belongs to one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stage {

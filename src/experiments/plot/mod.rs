@@ -7,7 +7,7 @@ pub mod svg;
 
 use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::sweep::collect::JSONL_FILE;
+use crate::experiments::sweep::collect::{JSONL_FILE, POINT, possible_columns};
 use crate::experiments::sweep::{read_index, write_atomically};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -62,6 +62,52 @@ impl PlotSpec {
         }
         if !self.y_names.is_empty() && self.y_names.len() != self.y.len() {
             return Err(bad("y_names", "must be empty or as long as `y`"));
+        }
+        Ok(())
+    }
+
+    /// Checks that `x`, `y` and `error` name columns a sweep of `command` over `params`
+    /// collects (a misspelt column would draw an empty figure); `origin` names the manifest.
+    pub fn check_columns(
+        &self,
+        command: &str,
+        params: &[String],
+        origin: &str,
+        at: usize,
+    ) -> Result<(), InputError> {
+        let results = possible_columns(command);
+        let known = |c: &String| c == POINT || params.contains(c) || results.contains(c);
+        let named = std::iter::once(("x".to_owned(), &self.x))
+            .chain(
+                self.y
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| (format!("y[{k}]"), c)),
+            )
+            .chain(
+                self.error
+                    .iter()
+                    .enumerate()
+                    .map(|(k, c)| (format!("error[{k}]"), c)),
+            );
+        for (key, column) in named {
+            if !known(column) {
+                let expected: Vec<&str> = params
+                    .iter()
+                    .chain(&results)
+                    .map(String::as_str)
+                    .chain([POINT])
+                    .collect();
+                let reason = format!(
+                    "`{column}` is neither a parameter of the sweep nor a result of `{command}`; expected one of: {}",
+                    expected.join(", ")
+                );
+                return Err(InputError::key(
+                    origin,
+                    &format!("plot[{at}].{key}"),
+                    reason,
+                ));
+            }
         }
         Ok(())
     }
@@ -271,6 +317,7 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     // Checked again as read: a figure's name becomes a file name in `dir`.
     for (at, spec) in index.plots.iter().enumerate() {
         spec.check(&origin, at)?;
+        spec.check_columns(&index.command, &index.parameters, &origin, at)?;
     }
     let rows = read_rows(dir)?;
     let mut written = Vec::new();

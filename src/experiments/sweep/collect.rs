@@ -46,6 +46,9 @@ fn at<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
     dotted.split('.').try_fold(value, |v, k| v.get(k))
 }
 
+/// The column of a point's number.
+pub const POINT: &str = "point";
+
 /// Why a point was refused (see the manifest's `record_refused`): a column only when some
 /// point was, empty for the others.
 pub const REFUSED: &str = "refused.reason";
@@ -57,6 +60,26 @@ fn result_columns(command: &str, results: &[Value]) -> Vec<String> {
     if results.iter().any(|r| r.get("refused").is_some()) {
         columns.push(REFUSED.to_owned());
     }
+    columns
+}
+
+/// Every result column `command`'s points can give, whatever their results: what a
+/// figure may draw besides the parameters and `point`.
+pub fn possible_columns(command: &str) -> Vec<String> {
+    let mut columns: Vec<String> = match command {
+        "run" => RUN_FIRST
+            .iter()
+            .map(|c| c.to_string())
+            .chain(
+                crate::experiments::run::breakdown_keys()
+                    .iter()
+                    .map(|k| format!("breakdown_us.{k}")),
+            )
+            .chain(RUN_LAST.iter().map(|c| c.to_string()))
+            .collect(),
+        _ => PARTITION.map(String::from).to_vec(),
+    };
+    columns.push(REFUSED.to_owned());
     columns
 }
 
@@ -128,7 +151,7 @@ fn csv_cell(v: &Value) -> String {
 pub fn collect(dir: &Path) -> Result<Collected, Error> {
     let index = read_index(dir)?;
     let results = load_points(dir, &index)?;
-    let mut columns = vec!["point".to_owned(), "file".to_owned()];
+    let mut columns = vec![POINT.to_owned(), "file".to_owned()];
     columns.extend(index.parameters.iter().cloned());
     let metrics = result_columns(&index.command, &results);
     columns.extend(metrics.iter().cloned());

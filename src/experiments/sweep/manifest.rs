@@ -215,7 +215,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         param_names.extend(["repetition".to_owned(), "seed".to_owned()]);
     }
     let points = expand(&axes, raw.repetitions, base_seed, &fixed_sets, &origin)?;
-    check_plots(&raw.plot, &param_names, &origin)?;
+    check_plots(&raw.plot, raw.command, &param_names, &origin)?;
     Ok(Manifest {
         origin,
         machine,
@@ -229,10 +229,17 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     })
 }
 
-/// Each figure's own shape, unique names, and a series that is one of the parameters.
-fn check_plots(plots: &[PlotSpec], params: &[String], origin: &str) -> Result<(), InputError> {
+/// Each figure's own shape, columns the sweep collects, unique names, and a series that is
+/// one of the parameters.
+fn check_plots(
+    plots: &[PlotSpec],
+    command: SweepCommand,
+    params: &[String],
+    origin: &str,
+) -> Result<(), InputError> {
     for (i, spec) in plots.iter().enumerate() {
         spec.check(origin, i)?;
+        spec.check_columns(command.name(), params, origin, i)?;
         if plots[..i].iter().any(|p| p.name == spec.name) {
             let reason = format!("`{}` names two figures", spec.name);
             return Err(InputError::key(origin, &format!("plot[{i}].name"), reason));

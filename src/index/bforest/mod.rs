@@ -48,7 +48,7 @@ use std::collections::BTreeMap;
 /// The name `run.index` selects B+-Forest by.
 pub const NAME: &str = "b+forest";
 
-const STAGES: [Stage; 5] = [
+pub(super) const STAGES: [Stage; 5] = [
     Stage {
         name: "routing",
         class: Class::Cpu,
