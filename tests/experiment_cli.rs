@@ -78,6 +78,20 @@ fn a_sweep_draws_its_figures_and_plot_redraws_the_same_bytes() {
         2,
         "{md}"
     );
+    // A rerun clears what a killed one left of its figures, and nothing of the user's.
+    let left = [
+        ".time.svg.tmp-999-0",
+        ".split.md.tmp-998-1",
+        "time.svg.tmp-keep",
+    ];
+    for name in left {
+        std::fs::write(out.join(name), "half").unwrap();
+    }
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let kept: Vec<bool> = left.iter().map(|n| out.join(n).exists()).collect();
+    assert_eq!(kept, [false, false, true]);
+    std::fs::remove_file(out.join(left[2])).unwrap();
     // Redrawn from the collected results only, without the result files: same bytes.
     for entry in std::fs::read_dir(&out).unwrap() {
         let path = entry.unwrap().path();

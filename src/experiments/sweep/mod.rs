@@ -187,7 +187,8 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
     crate::output::write_atomically(target, text.as_bytes())
 }
 
-/// Removes temporary files a killed sweep left beside its points' files.
+/// Removes temporary files a killed sweep left beside its points' files, its tables and its
+/// figures.
 pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
     let fail = |e: std::io::Error| Error::Output {
         path: dir.display().to_string(),
@@ -195,6 +196,9 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
     };
     let mut ours: Vec<String> = m.points.iter().map(|p| p.file.clone()).collect();
     ours.extend([INDEX_FILE, collect::CSV_FILE, collect::JSONL_FILE].map(String::from));
+    for plot in &m.plots {
+        ours.extend(["svg", "md"].map(|ext| format!("{}.{ext}", plot.name)));
+    }
     for entry in std::fs::read_dir(dir).map_err(fail)? {
         let entry = entry.map_err(fail)?;
         let name = entry.file_name().to_string_lossy().into_owned();
