@@ -176,10 +176,11 @@ fn data_that_does_not_fit_fails_before_simulating() {
     assert!(!out.exists(), "nothing written at --out");
 }
 
+/// The same for `run` and for `partition`, which builds no index but must not accept, and
+/// write into its report, a run no index would.
 #[test]
 fn bad_run_settings_are_input_errors() {
     let base = [
-        "run",
         "--machine",
         "machines/paper-2rank.toml",
         "--workload",
@@ -198,10 +199,61 @@ fn bad_run_settings_are_input_errors() {
         ("run.queries_per_s=1000", "only open arrivals have a rate"),
         ("run.arrival=sometimes", "`run.arrival`"),
     ] {
-        let mut args = base.to_vec();
-        args.extend_from_slice(&["--set", set]);
-        assert_bad(&pimdes(&args), &[needle]);
+        for command in ["run", "partition"] {
+            let mut args = vec![command];
+            args.extend_from_slice(&base);
+            args.extend_from_slice(&["--set", set]);
+            assert_bad(&pimdes(&args), &[&format!("--set {set}"), needle]);
+        }
     }
+}
+
+/// PIM-tree places its data by hash and has its own routing, evaluation and merge: a run
+/// that names other B+-Forest choices is told they had no effect; the defaults pass quietly.
+#[test]
+fn pim_tree_notes_the_choices_it_does_not_use() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--machine",
+            "machines/paper-2rank.toml",
+            "--workload",
+            "workloads/pim-tree-get.toml",
+            "--set",
+            "data.pairs=60000",
+            "--set",
+            "queries.batch_size=2000",
+            "--set",
+            "batches.warmup=1",
+            "--set",
+            "batches.measured=1",
+            "--json",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let o = pimdes(&args);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let report: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        report["warnings"].as_array().unwrap().clone()
+    };
+    assert_eq!(run(&[]), Vec::<serde_json::Value>::new());
+    let chosen = [
+        "--partitioner",
+        "ccp-capped",
+        "--set",
+        "run.evaluation=tasklet-dynamic",
+    ];
+    let warnings = run(&chosen);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let note = warnings[0].as_str().unwrap();
+    for needle in [
+        "pim-tree does not use",
+        "the partitioner = \"ccp-capped\"",
+        "run.evaluation = \"tasklet-dynamic\"",
+    ] {
+        assert!(note.contains(needle), "{note}");
+    }
+    assert!(!note.contains("run.routing"), "{note}");
 }
 
 #[test]

@@ -180,6 +180,7 @@ pub fn run_partition(
     workload: &Workload,
     partitioner: &dyn Partitioner,
 ) -> Result<PartitionReport, Error> {
+    crate::index::check_choices(machine, workload)?;
     if workload.granularity == Granularity::Pair {
         return run_key_partition(machine, workload, partitioner.name());
     }

@@ -302,6 +302,7 @@ pub fn run_traced(
     trace: Option<&TraceRequest>,
 ) -> Result<(RunReport, Option<Trace>), Error> {
     let mut clock = WallClock::start();
+    index::check_choices(machine, workload)?;
     check_fixed_costs(machine, workload)?;
     if workload.index == index::bforest::NAME {
         index::bforest::check_streaming(workload, trace.is_some())?;
@@ -721,6 +722,8 @@ fn report(
         );
     }
     let mut warnings = index.warnings();
+    let partitioner = &config.workload.partition.partitioner;
+    warnings.extend(index::unused_choices(workload, partitioner));
     // A saturated run's batches are full: a ramp is worth telling only otherwise.
     warnings.extend(saturated.clone().or_else(|| ramp(workload, timeline)));
     RunReport {

@@ -263,15 +263,35 @@ pub fn build(
                 machine, workload, progress,
             )?))
         }
-        other => Err(workload
-            .attribution
-            .error_at(
-                "run.index",
-                format!(
-                    "unknown index `{other}`; expected one of: {}",
-                    names().join(", ")
-                ),
-            )
-            .into()),
+        _ => Err(unknown_index(workload).into()),
+    }
+}
+
+fn unknown_index(workload: &Workload) -> InputError {
+    let reason = format!(
+        "unknown index `{}`; expected one of: {}",
+        workload.index,
+        names().join(", ")
+    );
+    workload.attribution.error_at("run.index", reason)
+}
+
+/// Checks the workload's `[run]` choices before any work: an index of that name, policies
+/// of those names, and tasklets the machine's DPUs have. `partition` builds no index but
+/// checks them too, so that no report records a run no index would accept.
+pub fn check_choices(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
+    if !names().contains(&workload.index.as_str()) {
+        return Err(unknown_index(workload));
+    }
+    bforest::Policies::of(workload)?;
+    check_tasklets(machine, workload)
+}
+
+/// A note on the choices a run names that its index does not use (`partitioner`: the one
+/// the run was given).
+pub fn unused_choices(workload: &Workload, partitioner: &str) -> Option<String> {
+    match workload.index.as_str() {
+        pimtree::NAME => pimtree::unused_choices_note(workload, partitioner),
+        _ => None,
     }
 }

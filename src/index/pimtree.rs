@@ -36,7 +36,7 @@ use crate::pimtree::{
     DATA_NODE_BYTES, MAX_TASKS_PER_DPU, get_reply_buffer_bytes, get_task_buffer_bytes, hash_to_dpu,
 };
 use crate::system::program::{Class, Direction, Program, Stage, Step, TransferKind};
-use crate::workload::spec::{ArrivalMode, LaunchMode};
+use crate::workload::spec::{ArrivalMode, DEFAULT_PARTITIONER, LaunchMode};
 use crate::workload::{DataSet, Query, QueryGenerator, QueryKind, Workload};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -576,6 +576,34 @@ pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
         && workload.poll_interval_us == Some(100.0);
     (!own).then(|| {
         "pim-tree runs here with another host protocol than its own (run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)".to_owned()
+    })
+}
+
+/// B+-Forest's choices that a PIM-tree run names but does not use (PIM-tree places its data
+/// by hash and has one way to route, evaluate and merge): a note, since a sweep over both
+/// indexes sets them for every point. The defaults pass without a note.
+pub(crate) fn unused_choices_note(workload: &Workload, partitioner: &str) -> Option<String> {
+    let defaults = crate::workload::spec::RawRun::default();
+    let chosen = [
+        ("the partitioner", partitioner, DEFAULT_PARTITIONER),
+        ("run.routing", &workload.routing, &defaults.routing),
+        ("run.evaluation", &workload.evaluation, &defaults.evaluation),
+        (
+            "run.postprocessing",
+            &workload.postprocessing,
+            &defaults.postprocessing,
+        ),
+    ];
+    let unused: Vec<String> = chosen
+        .iter()
+        .filter(|(_, value, default)| value != default)
+        .map(|(key, value, _)| format!("{key} = \"{value}\""))
+        .collect();
+    (!unused.is_empty()).then(|| {
+        format!(
+            "pim-tree does not use B+-Forest's choices: {} had no effect (it places its data by hash and has its own routing, evaluation and merge)",
+            unused.join(", ")
+        )
     })
 }
 

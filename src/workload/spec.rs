@@ -256,8 +256,11 @@ fn default_chunk_pairs() -> u64 {
     300
 }
 
+/// The partitioner of a workload that names none.
+pub const DEFAULT_PARTITIONER: &str = "qdd-double-scan";
+
 fn default_partitioner() -> String {
-    "qdd-double-scan".to_owned()
+    DEFAULT_PARTITIONER.to_owned()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -538,18 +541,19 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
     Ok(queries_per_s)
 }
 
-/// `run.queries_per_s` is required by open arrivals and refused otherwise.
+/// `run.queries_per_s` is required by open arrivals and refused otherwise. A rule between
+/// two keys: an override of either that broke it is named.
 fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
+    let pair = ["run.queries_per_s", "run.arrival"];
     match (r.arrival, r.queries_per_s) {
         (ArrivalMode::Closed, None) => Ok(None),
-        (ArrivalMode::Closed, Some(_)) => Err(source.error_at(
-            "run.queries_per_s",
+        (ArrivalMode::Closed, Some(_)) => Err(source.error_at_any(
+            &pair,
             "only open arrivals have a rate; set run.arrival = \"open\" or remove it",
         )),
-        (ArrivalMode::Open, None) => Err(source.error_at(
-            "run.queries_per_s",
-            "open arrivals need a rate (queries per second)",
-        )),
+        (ArrivalMode::Open, None) => {
+            Err(source.error_at_any(&pair, "open arrivals need a rate (queries per second)"))
+        }
         (ArrivalMode::Open, Some(rate)) if rate.is_finite() && (1.0..=1e12).contains(&rate) => {
             Ok(Some(rate))
         }
