@@ -88,13 +88,28 @@ impl Error {
         }
     }
 
-    /// A kernel's machine-limit error blamed on where its key came from (the `--set` that
-    /// set it, or the machine file), in the usual `origin: key: reason` form, so the user
-    /// knows which file or flag to change. Other errors come back unchanged.
-    pub fn attributed(self, machine: &Attribution) -> Self {
-        match self {
-            Error::Machine { key, error } => Error::Input(machine.error_at(key, error.to_string())),
-            other => other,
+    /// A kernel's machine-limit error blamed on where its key came from, in the usual
+    /// `origin: key: reason` form, so the user knows which file or flag to change: the
+    /// `--set`s of the machine that set a key of the rule, else a `--set` of the
+    /// `workload`'s keys of the rule (a run's tasklets), else the machine file. Other errors
+    /// come back unchanged.
+    pub fn attributed(self, machine: &Attribution, workload: Option<&Attribution>) -> Self {
+        let Error::Machine { key, error } = self else {
+            return self;
+        };
+        let reason = error.to_string();
+        let (machine_keys, workload_keys) = error.error.shared_keys();
+        let keys: Vec<&str> = std::iter::once(key)
+            .chain(machine_keys.iter().copied())
+            .collect();
+        let machine_set = keys.iter().any(|k| machine.override_of(k).is_some());
+        let workload_set = workload.and_then(|w| {
+            let key = workload_keys.iter().find(|k| w.override_of(k).is_some())?;
+            Some(w.error_at(key, reason.clone()))
+        });
+        match workload_set {
+            Some(e) if !machine_set => Error::Input(e),
+            _ => Error::Input(machine.error_at_any(&keys, reason)),
         }
     }
 

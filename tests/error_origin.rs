@@ -156,6 +156,54 @@ fn a_kernel_limit_names_the_machine_file() {
     );
 }
 
+/// A WRAM overflow is a rule over the WRAM's size, each stack's size and the run's tasklets:
+/// the override that filled the WRAM is named, whichever of them it set (the machine's first
+/// when both were set; the machine file only when no override set any, tested above).
+#[test]
+fn a_wram_overflow_names_the_override_that_filled_it() {
+    let text =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(MACHINE)).unwrap();
+    let big_stacks = text.replace(
+        "stack_bytes_per_tasklet = 1024 ",
+        "stack_bytes_per_tasklet = 2704 ",
+    );
+    assert_ne!(big_stacks, text);
+    let dir = std::env::temp_dir().join(format!("pimdes-origin-stack-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("big-stacks.toml");
+    std::fs::write(&path, big_stacks).unwrap();
+    let run = |machine: &str, sets: &[&str]| {
+        let mut args = vec!["run", "--machine", machine, "--workload", WORKLOAD];
+        for s in sets {
+            args.extend_from_slice(&["--set", s]);
+        }
+        args.extend_from_slice(&["--set", "machine.usable_dpus=16"]);
+        pimdes(&args)
+    };
+    let stacks = "machine.dpu.stack_bytes_per_tasklet=100000";
+    let tasklets = "run.tasklets=24";
+    let file = path.to_str().unwrap();
+    for (machine, sets, blamed) in [
+        (
+            MACHINE,
+            vec![stacks],
+            format!("error: --set {stacks}: key `dpu.stack_bytes_per_tasklet`"),
+        ),
+        (
+            file,
+            vec![tasklets],
+            format!("error: --set {tasklets}: key `run.tasklets`"),
+        ),
+        (
+            MACHINE,
+            vec![tasklets, "machine.dpu.stack_bytes_per_tasklet=2704"],
+            "error: --set machine.dpu.stack_bytes_per_tasklet=2704: key `dpu.stack_bytes_per_tasklet`".to_owned(),
+        ),
+    ] {
+        assert_bad(&run(machine, &sets), &[&blamed, "WRAM overflow"]);
+    }
+}
+
 /// An override that replaces a whole section decides every key in it: a rule it breaks
 /// names that override, not the file whose section it replaced.
 #[test]

@@ -400,7 +400,7 @@ fn execute(c: &Case) -> Result<Verdict, Error> {
         microbench::check_mram(name, &machine)?;
         let records = microbench::run(name, &machine)
             .expect("a known suite")
-            .map_err(|e| e.attributed(&machine.attribution))?;
+            .map_err(|e| e.attributed(&machine.attribution, None))?;
         return Ok(check_records(&records));
     }
     let machine = Machine::from_toml_str(&c.machine.0, &c.machine.1, &overrides)?;
@@ -417,7 +417,7 @@ fn execute(c: &Case) -> Result<Verdict, Error> {
     }
     check_run(&machine, &workload, &LIMITS)?;
     let report = run(&machine, &workload, partitioner.as_ref(), &mut Silent)
-        .map_err(|e| e.attributed(&machine.attribution))?;
+        .map_err(|e| e.attributed(&machine.attribution, Some(&workload.attribution)))?;
     Ok(check_run_report(&report))
 }
 

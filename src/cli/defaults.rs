@@ -57,7 +57,7 @@ pub fn run_default() -> Result<(), Error> {
             }
             let p = partition::by_name(name).expect("default partitioners exist");
             let report = run(&machine, &workload, p.as_ref(), &mut Silent).map_err(|e| {
-                e.attributed(&machine.attribution)
+                e.attributed(&machine.attribution, Some(&workload.attribution))
                     .reproducible(command_line, Some(workload.seed))
             })?;
             timed.push(report);

@@ -172,7 +172,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
     let records = microbench::run_with(&args.name, &machine, &sweeps)
         .ok_or_else(|| unknown_suite(&args.name))?
-        .map_err(|e| e.attributed(&machine.attribution))?;
+        .map_err(|e| e.attributed(&machine.attribution, None))?;
     drop(progress);
     let skipped = microbench::prim::skipped(&prim_suites, &machine);
     if skipped > 0 && sweeps.prim == PrimSweep::default() {

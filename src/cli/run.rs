@@ -202,7 +202,7 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         trace.as_ref(),
     )
     .map_err(|e| {
-        e.attributed(&machine.attribution)
+        e.attributed(&machine.attribution, Some(&workload.attribution))
             .reproducible(command_line, Some(workload.seed))
     })?;
     // The progress line ends before anything else is printed.

@@ -239,6 +239,20 @@ impl KernelError {
     }
 }
 
+impl KernelError {
+    /// The other keys of the rule [`machine_key`](Self::machine_key) names, whose values
+    /// share the blame: (the machine's, dotted as in a machine file; the workload's). The
+    /// WRAM holds every tasklet's stack before the kernel's own buffers.
+    pub fn shared_keys(&self) -> (&'static [&'static str], &'static [&'static str]) {
+        match self {
+            KernelError::WramOverflow { .. } => {
+                (&["dpu.stack_bytes_per_tasklet"], &["run.tasklets"])
+            }
+            _ => (&[], &[]),
+        }
+    }
+}
+
 fn format_waits(waits: &[TaskletWait]) -> String {
     waits
         .iter()

@@ -210,7 +210,7 @@ fn run_case(case: &Case) -> Result<RunReport, Error> {
     let partitioner = choose_partitioner(&None, &workload)?;
     check_run(&machine, &workload, &LIMITS)?;
     run(&machine, &workload, partitioner.as_ref(), &mut Silent)
-        .map_err(|e| e.attributed(&machine.attribution))
+        .map_err(|e| e.attributed(&machine.attribution, Some(&workload.attribution)))
 }
 
 /// The report without the simulating host's facts, which differ from run to run.

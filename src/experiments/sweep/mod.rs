@@ -324,7 +324,10 @@ pub fn run_point(
         Ok((text, warnings)) => (text, Outcome::Ran { warnings }),
         Err(e) if m.record_refused && e.exit_code() == crate::error::EXIT_BAD_INPUT => {
             // A kernel's machine limit is named by the key that set it.
-            let e = e.attributed(&inputs.machine.attribution);
+            let e = e.attributed(
+                &inputs.machine.attribution,
+                Some(&inputs.workload.attribution),
+            );
             let refused = RefusedPoint {
                 schema_version: crate::experiments::REPORT_SCHEMA_VERSION,
                 refused: Refusal::of(&e),
