@@ -365,10 +365,12 @@ impl Machine {
             .map(|r| ((usable * (r + 1)) / s.ranks - (usable * r) / s.ranks) as u32)
             .collect();
         let mram = raw.dpu.mram_size_bytes;
-        if mram == 0 || !mram.is_multiple_of(8) {
+        if mram == 0 || !mram.is_multiple_of(8) || mram > MAX_MRAM_SIZE_BYTES {
             return Err(source.error_at(
                 "dpu.mram_size_bytes",
-                format!("{mram} must be a positive multiple of 8"),
+                format!(
+                    "{mram} must be a positive multiple of 8, at most {MAX_MRAM_SIZE_BYTES} (1 TiB)"
+                ),
             ));
         }
         let dpu = validate_dpu(&raw, source)?;
@@ -845,6 +847,10 @@ const _: () = assert!(
     "one transfer's terms must stay below the time ceiling"
 );
 
+/// Upper bound on `dpu.mram_size_bytes`: 16,384 times a real DPU's 64 MiB, room for any
+/// what-if while keeping every product of it with the DPU count and the rates in range.
+pub const MAX_MRAM_SIZE_BYTES: u64 = 1 << 40;
+
 /// The bytes per DPU of the largest transfer a command makes: one MRAM, and at least a real
 /// DPU's 64 MiB, since the transfer microbenchmark moves up to 32 MiB whatever the MRAM size.
 fn largest_transfer_per_dpu_bytes(mram_size_bytes: u64) -> u64 {
@@ -905,7 +911,7 @@ fn check_transfer_products(
             return Err(source.error_at_any(
                 &keys,
                 format!(
-                    "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s or fewer DPUs",
+                    "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s, a smaller dpu.mram_size_bytes or fewer DPUs",
                     largest_transfer_per_dpu_bytes(mram_size_bytes)
                 ),
             ));
