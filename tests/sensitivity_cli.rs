@@ -71,7 +71,14 @@ fn bad_settings_are_refused() {
     );
     assert_bad(
         &pimdes(&[&ARGS[..], &["--keys", "dpu.nosuch"]].concat()),
-        &["key `dpu.nosuch`", "not a number in the machine file"],
+        &[
+            "error: --keys: `dpu.nosuch`",
+            "not a number in the machine file",
+        ],
+    );
+    assert_bad(
+        &pimdes(&[&ARGS[..], &["--keys", ""]].concat()),
+        &["error: --keys: ``", "not a number in the machine file"],
     );
     // A key or factor twice would run its variants twice and print duplicate columns.
     assert_bad(

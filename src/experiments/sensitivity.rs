@@ -272,11 +272,10 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
                 .try_fold(&table, |v, k| v.get(k))
                 .is_some_and(|v| v.is_integer() || v.is_float());
             if !number {
-                return Err(InputError::key(
-                    origin,
-                    key,
-                    "not a number in the machine file (give dotted keys such as transfer.host_cap_cpu_dpu_gb_per_s)",
-                ));
+                let reason = format!(
+                    "`{key}` is not a number in the machine file {origin} (give dotted keys such as transfer.host_cap_cpu_dpu_gb_per_s)"
+                );
+                return Err(InputError::plain("--keys", reason));
             }
         }
         given.to_vec()
@@ -288,8 +287,9 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
         ));
     }
     if keys.len() > MAX_KEYS {
+        let blamed = if given.is_empty() { origin } else { "--keys" };
         return Err(InputError::plain(
-            origin,
+            blamed,
             format!(
                 "{} parameters; at most {MAX_KEYS} per study (use --keys)",
                 keys.len()
