@@ -174,6 +174,24 @@ fn different_configurations_and_bad_files_are_refused() {
         &compare(&sweep, &sweep, &[]),
         &["sweep.json", "not a regular file"],
     );
+    // One directory and one file: neither two results nor two sweeps.
+    assert_bad(
+        &compare(&a, &sweep, &[]),
+        &[
+            "sweep is a directory and",
+            "a.json is not",
+            "two sweep directories",
+        ],
+    );
+    // A microbenchmark's result is another command's, whatever its configuration.
+    let bench = d.join("bench.json");
+    let o = pimdes(&["microbench", "arithmetic", "--quiet", "--json"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    std::fs::write(&bench, o.stdout).unwrap();
+    assert_bad(
+        &compare(&a, &bench, &[]),
+        &["different commands (pimdes run and pimdes microbench)"],
+    );
     let foreign = d.join("foreign.json");
     std::fs::write(&foreign, "{\"batch_time_us\": 1}").unwrap();
     assert_bad(&compare(&a, &foreign, &[]), &["not a pimdes result"]);

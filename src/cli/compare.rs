@@ -51,7 +51,23 @@ fn tolerance(args: &CompareArgs) -> Result<Tolerance, InputError> {
 /// [`EXIT_REGRESSION`] when something is not.
 pub fn run(args: CompareArgs) -> Result<i32, Error> {
     let tol = tolerance(&args)?;
-    let comparison = if args.base.is_dir() || args.new.is_dir() {
+    if args.base.is_dir() != args.new.is_dir() {
+        let (dir, file) = match args.base.is_dir() {
+            true => (&args.base, &args.new),
+            false => (&args.new, &args.base),
+        };
+        let reason = format!(
+            "{} is a directory and {} is not; compare two results, or two sweep directories",
+            dir.display(),
+            file.display()
+        );
+        return Err(InputError::plain(
+            format!("{} and {}", args.base.display(), args.new.display()),
+            reason,
+        )
+        .into());
+    }
+    let comparison = if args.base.is_dir() {
         compare_sweeps(&args.base, &args.new, tol, &args.metrics)?
     } else {
         compare_files(&args.base, &args.new, tol, &args.metrics)?

@@ -200,23 +200,40 @@ fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> O
     })
 }
 
-/// The command a result came from: only `pimdes run` reports batch times, only `pimdes
-/// partition` the largest DPU's pairs.
+/// The command a result came from, by a key only its report has: `pimdes run` its batch
+/// times, `pimdes partition` the largest DPU's pairs, `pimdes microbench` its records,
+/// `pimdes sensitivity` its variants.
 fn kind(result: &Value) -> &'static str {
-    if result.get("refused").is_some() {
+    let has = |key: &str| result.get(key).is_some();
+    if has("refused") {
         "a refused point"
-    } else if result.get("batch_time_us").is_some() {
+    } else if has("batch_time_us") {
         "pimdes run"
-    } else if result.get("max_pairs_per_dpu").is_some() {
+    } else if has("max_pairs_per_dpu") {
         "pimdes partition"
+    } else if has("records") {
+        "pimdes microbench"
+    } else if has("variants") {
+        "pimdes sensitivity"
     } else {
-        "an incomplete result (neither `batch_time_us` nor `max_pairs_per_dpu`)"
+        "an incomplete result (none of `batch_time_us`, `max_pairs_per_dpu`, `records`, `variants`)"
     }
 }
 
-/// Refuses two results that cannot be compared metric by metric: different
-/// configurations, report versions or commands.
+/// Refuses two results that cannot be compared metric by metric: different commands,
+/// configurations or report versions (the command first: two commands' configurations
+/// differ anyway).
 fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
+    if kind(base.1) != kind(new.1) {
+        return Err(InputError::plain(
+            format!("{} and {}", base.0, new.0),
+            format!(
+                "the results are of different commands ({} and {}); compare results of the same command",
+                kind(base.1),
+                kind(new.1)
+            ),
+        ));
+    }
     if let Some(key) = first_difference(&base.1["config"], &new.1["config"], "config") {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
@@ -232,16 +249,6 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
                 "the results have different report versions (schema_version {} and {}); rerun BASE with this pimdes (for a CI snapshot: refresh it) before comparing",
                 base.1.get("schema_version").unwrap_or(&Value::Null),
                 new.1.get("schema_version").unwrap_or(&Value::Null)
-            ),
-        ));
-    }
-    if kind(base.1) != kind(new.1) {
-        return Err(InputError::plain(
-            format!("{} and {}", base.0, new.0),
-            format!(
-                "the results are of different commands ({} and {}); compare results of the same command",
-                kind(base.1),
-                kind(new.1)
             ),
         ));
     }
