@@ -32,6 +32,18 @@ fn reports_carry_their_schema_configuration_hash_and_command_line() {
         assert_eq!(pimdes::experiments::REPORT_SCHEMA_VERSION, 3);
         let hash = pimdes::experiments::sweep::config_hash(&r["config"]);
         assert_eq!(r["config_fnv1a64"], hash.as_str(), "{command}");
+        // The same value written two ways is the same configuration.
+        let hash_of = |skew: &str| {
+            let set = format!("queries.skew={skew}");
+            let args = [
+                &[command][..],
+                &INPUTS,
+                &["--set", &set, "--json", "--quiet"],
+            ]
+            .concat();
+            json(&args)["config_fnv1a64"].clone()
+        };
+        assert_eq!(hash_of("-0.0"), hash_of("0"), "{command}");
         let line = r["command_line"].as_str().unwrap();
         assert!(
             line.starts_with(&format!(

@@ -341,6 +341,20 @@ fn quoted_field<'r>(reason: &'r str, prefix: &str) -> Option<&'r str> {
     rest.split('`').next()
 }
 
+/// Writes every `-0.0` of `table` as `0.0`: the same value, so it must give the same
+/// configuration, its echo and its hash (`skew = -0.0` printed `-0` and hashed apart).
+fn positive_zeros(table: &mut toml::Table) {
+    fn visit(value: &mut toml::Value) {
+        match value {
+            toml::Value::Float(x) if *x == 0.0 => *x = 0.0,
+            toml::Value::Array(items) => items.iter_mut().for_each(visit),
+            toml::Value::Table(t) => t.iter_mut().for_each(|(_, v)| visit(v)),
+            _ => {}
+        }
+    }
+    table.iter_mut().for_each(|(_, v)| visit(v));
+}
+
 /// A configuration source: a table read from a file with the overrides that apply to it.
 pub struct Source {
     pub table: toml::Table,
@@ -385,6 +399,7 @@ impl Source {
             }
             applied.push((relative, o.text.clone()));
         }
+        positive_zeros(&mut table);
         Ok(Source {
             table,
             attribution: Attribution {
@@ -445,6 +460,21 @@ mod tests {
         let o = Override::parse("x=-9223372036854775808").unwrap();
         assert_eq!(o.value, toml::Value::Integer(i64::MIN));
         assert!(Override::parse("a..b=1").is_err());
+    }
+
+    #[test]
+    fn negative_zeros_become_zeros_in_files_and_overrides() {
+        let table: toml::Table = "a = -0.0\n[b]\nc = [-0.0, 1.5]\nd = -2.0".parse().unwrap();
+        let overrides = [Override::parse("b.e=-0.0").unwrap()];
+        let source = Source::new("f".into(), table, &overrides, None, &[]).unwrap();
+        let t = &source.table;
+        let b = t["b"].as_table().unwrap();
+        for zero in [&t["a"], &b["c"][0], &b["e"]] {
+            let x = zero.as_float().unwrap();
+            assert!(x == 0.0 && x.is_sign_positive(), "{zero}");
+        }
+        assert_eq!(b["c"][1].as_float(), Some(1.5));
+        assert_eq!(b["d"].as_float(), Some(-2.0));
     }
 
     #[test]
