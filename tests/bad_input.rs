@@ -390,3 +390,42 @@ fn mram_too_small_for_a_microbenchmark_names_the_key() {
         ],
     );
 }
+
+/// A value of the wrong type is refused in the file's words, not Rust's: a choice of
+/// names lists the names, a section is a table, a count a whole number.
+#[test]
+fn a_value_of_the_wrong_type_says_what_the_key_takes() {
+    for (set, reason) in [
+        (
+            "queries.kind=1",
+            "1 is not a name; expected one of `get`, `predecessor`, `range-count-if`, `range-max`",
+        ),
+        (
+            "run.launch=true",
+            "true is not a name; expected `sync` or `async`",
+        ),
+        ("deviation=1", "integer `1`, expected a table of keys"),
+        (
+            "batches.warmup=1.5",
+            "`1.5`, expected a whole number, 0 or more",
+        ),
+        ("queries.skew=abc", "string \"abc\", expected a number"),
+    ] {
+        let o = partition(&["--set", set]);
+        assert_bad(&o, &[&format!("--set {set}"), reason]);
+    }
+    // The same in a file.
+    let text = std::fs::read_to_string(WORKLOAD).unwrap();
+    let bad = text.replacen("kind = \"range-count-if\"", "kind = 3", 1);
+    assert_ne!(bad, text);
+    let path = std::env::temp_dir().join(format!("pimdes-kind-{}.toml", std::process::id()));
+    std::fs::write(&path, bad).unwrap();
+    let o = partition(&["--workload", path.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &[
+            "key `queries.kind`",
+            "3 is not a name; expected one of `get`",
+        ],
+    );
+}

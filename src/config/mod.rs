@@ -420,8 +420,28 @@ impl Source {
             // The message alone: toml's `Display` appends "in `key`", which the error
             // names already.
             let reason = err.into_inner().message().to_owned();
+            let reason = match reason.as_str() {
+                NOT_A_NAME => self.names_expected::<T>(&path).unwrap_or(reason),
+                _ => readable(&reason),
+            };
             self.attribution.error_at(&path, reason)
         })
+    }
+
+    /// For a choice of names given a value that is no string (serde says only "unit
+    /// variant"): the value and the names, found by deserialising again with an empty name
+    /// there, which serde refuses listing the names.
+    fn names_expected<T: DeserializeOwned>(&self, path: &str) -> Option<String> {
+        let mut table = self.table.clone();
+        let given = lookup(&self.table, path)?;
+        set_path(&mut table, path, toml::Value::String(String::new()), "").ok()?;
+        let err = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(table)).err()?;
+        if err.path().to_string() != path {
+            return None;
+        }
+        let message = err.into_inner().message().to_owned();
+        let names = message.strip_prefix("unknown variant ``, ")?;
+        Some(format!("{given} is not a name; {names} (a string)"))
     }
 
     pub fn error_at(&self, key: &str, reason: impl Into<String>) -> InputError {
@@ -431,6 +451,38 @@ impl Source {
     /// See [`Attribution::error_at_any`].
     pub fn error_at_any(&self, keys: &[&str], reason: impl Into<String>) -> InputError {
         self.attribution.error_at_any(keys, reason)
+    }
+}
+
+/// serde's reason when a choice of names is given a number or a boolean.
+const NOT_A_NAME: &str = "invalid type: unit variant, expected string only";
+
+/// The value at dotted `path` of `table`.
+fn lookup(table: &toml::Table, path: &str) -> Option<toml::Value> {
+    let (first, rest) = path
+        .split_once('.')
+        .map_or((path, None), |(f, r)| (f, Some(r)));
+    let value = table.get(first)?;
+    match (rest, value) {
+        (None, v) => Some(v.clone()),
+        (Some(rest), toml::Value::Table(t)) => lookup(t, rest),
+        _ => None,
+    }
+}
+
+/// serde's reason with Rust's type names said as a file's reader knows them.
+fn readable(reason: &str) -> String {
+    if let Some(at) = reason.find("expected struct ") {
+        return format!("{}expected a table of keys", &reason[..at]);
+    }
+    let plain = [
+        ("expected u64", "expected a whole number, 0 or more"),
+        ("expected u32", "expected a whole number, 0 or more"),
+        ("expected f64", "expected a number"),
+    ];
+    match plain.iter().find(|(rust, _)| reason.ends_with(rust)) {
+        Some((rust, said)) => format!("{}{said}", &reason[..reason.len() - rust.len()]),
+        None => reason.to_owned(),
     }
 }
 
