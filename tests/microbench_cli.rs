@@ -113,6 +113,34 @@ fn tables_are_for_people() {
     assert!(row.contains("1101.0") && row.contains("651.04"), "{row}");
 }
 
+/// `--out FILE` writes the JSON report beside the tables, as `run` does; an input file or a
+/// directory as FILE is refused before anything runs.
+#[test]
+fn out_writes_the_json_report() {
+    let dir = std::env::temp_dir().join(format!("pimdes-mb-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("mram.json");
+    let (code, text) = run(&["microbench", "mram", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(text.contains("MRAM <-> WRAM DMA, one tasklet"), "{text}");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let (_, json) = run(&["microbench", "mram", "--json"]);
+    let printed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(written["records"], printed["records"]);
+    assert_eq!(written["suite"], "mram");
+    let machine = "machines/paper-2rank.toml";
+    let before = std::fs::read(machine).unwrap();
+    for (target, reason) in [
+        (machine, "is the input file given to --machine"),
+        (dir.to_str().unwrap(), "is a directory"),
+    ] {
+        let o = common::pimdes(&["microbench", "mram", "--machine", machine, "--out", target]);
+        common::assert_bad(&o, &["--out", reason]);
+    }
+    assert_eq!(std::fs::read(machine).unwrap(), before);
+}
+
 /// The transfer records of `sets` (`microbench.transfer.*` and `machine.*` overrides), on
 /// the default machine.
 fn transfers(sets: &[&str]) -> Vec<serde_json::Value> {

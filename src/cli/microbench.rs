@@ -33,6 +33,9 @@ pub struct MicrobenchArgs {
     /// Print one JSON report (the records, the effective machine, the version) instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON report to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
     /// No progress on stderr (otherwise, for a long run, the elapsed time every second on a terminal, every 5 s elsewhere).
     #[arg(long)]
     quiet: bool,
@@ -164,6 +167,8 @@ fn check_prim_memory(
 
 pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     let (machine, sweeps) = inputs(&args.name, &args.machine, &args.set)?;
+    let machine_file = args.machine.as_deref().map(|m| ("--machine", m));
+    super::check_output_paths(&[("--out", args.out.as_deref())], machine_file.as_slice())?;
     let prim_suites = microbench::benchmarks_of(&args.name);
     for w in machine.warnings() {
         eprintln!("warning: {w}");
@@ -181,14 +186,14 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
             machine.name
         );
     }
-    let text = if args.json {
-        let transfer = microbench::includes(&args.name, "transfer").then_some(sweeps.transfer);
-        let prim = (!prim_suites.is_empty()).then_some(sweeps.prim);
+    let transfer = microbench::includes(&args.name, "transfer").then_some(sweeps.transfer);
+    let prim = (!prim_suites.is_empty()).then_some(sweeps.prim);
+    let text = if args.json || args.out.is_some() {
+        let table = (!args.json).then(|| tables(&machine, &records));
         let mut report = MicrobenchReport::new(&args.name, &machine, (transfer, prim), records);
         report.command_line = Some(super::command_line());
-        let mut s = serde_json::to_string_pretty(&report).expect("reports serialise");
-        s.push('\n');
-        s
+        let json = super::json_with_out(&report, args.out.as_deref())?;
+        table.unwrap_or(json)
     } else {
         tables(&machine, &records)
     };

@@ -212,15 +212,24 @@ fn check_outputs(
     outputs: &[(&'static str, Option<&Path>)],
     common: &CommonArgs,
 ) -> Result<(), InputError> {
-    let targets: Vec<OutputTarget> = outputs
-        .iter()
-        .filter_map(|&(flag, path)| path.map(|path| OutputTarget { flag, path }))
-        .collect();
     let inputs = [
         ("--machine", common.machine.as_path()),
         ("--workload", common.workload.as_path()),
     ];
-    crate::output::check_targets(&targets, &inputs)
+    check_output_paths(outputs, &inputs)
+}
+
+/// Checks the output flags given (`None`: flag absent) against each other and the input
+/// files, before anything runs.
+fn check_output_paths(
+    outputs: &[(&'static str, Option<&Path>)],
+    inputs: &[(&'static str, &Path)],
+) -> Result<(), InputError> {
+    let targets: Vec<OutputTarget> = outputs
+        .iter()
+        .filter_map(|&(flag, path)| path.map(|path| OutputTarget { flag, path }))
+        .collect();
+    crate::output::check_targets(&targets, inputs)
 }
 
 /// A report as pretty JSON with a final newline, also written to `--out FILE` when given
