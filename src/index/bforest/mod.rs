@@ -130,6 +130,8 @@ impl Policies {
 #[derive(Debug, Clone, Default)]
 struct Tally {
     batches: u64,
+    /// The most launches a measured batch took.
+    most_launches: u32,
     if_q_sum: f64,
     metric_sums: [BTreeMap<&'static str, f64>; 3],
 }
@@ -157,6 +159,8 @@ pub struct BForest {
     batches: Batches,
     system: System,
     mram: MramNeed,
+    /// (cold, hot) pairs in each DPU's trees, for each batch's MRAM split.
+    dpu_pairs: Vec<(u64, u64)>,
     tally: Tally,
     count_both_ends: bool,
     batch_size: u64,
@@ -248,6 +252,7 @@ impl BForest {
             (&prepared, &partitioning),
             (held, counted),
         );
+        let dpu_pairs = partitioning.pairs_per_dpu(&prepared.loads);
         Ok(BForest {
             forest: Forest {
                 machine: machine.clone(),
@@ -264,6 +269,7 @@ impl BForest {
             batches,
             system,
             mram,
+            dpu_pairs,
             tally: Tally::default(),
             count_both_ends: workload.count_both_ends,
             batch_size: workload.batch_size,
@@ -291,13 +297,20 @@ impl BForest {
         let n = (queries as usize).min(held[batch as usize].len());
         let env = self.forest.env();
         let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
+        let shape = Shape::of(n as u64, &routed.batches);
         let started = std::time::Instant::now();
         let per_launch = evaluate_launches(
             &*self.policies.evaluation,
             &env,
             &mut self.system,
             &routed.batches,
-            self.mram.launches_per_batch,
+            launches_for(
+                &self.forest.machine,
+                env.kind,
+                &self.dpu_pairs,
+                &shape,
+                &self.mram,
+            ),
         )?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
         let kernel: Vec<Vec<Time>> = per_launch.iter().map(|e| e.per_dpu.clone()).collect();
@@ -317,12 +330,11 @@ impl BForest {
             &evaluated.per_dpu,
             record,
         )?;
-        let shape = Shape::of(n as u64, &routed.batches);
         let program = self.program([routed.work, post.work], &env, &shape, &kernel);
         if measured {
             let served: Vec<u64> = routed.batches.iter().map(distinct_queries).collect();
             self.tally(
-                &served,
+                (&served, kernel.len() as u32),
                 [&routed.metrics, &evaluated.metrics, &post.metrics],
             );
         }
@@ -361,7 +373,13 @@ impl BForest {
             chunks,
             batch,
             budget: stream::Budget::new(self.stream_fragments),
-            launches: self.mram.launches_per_batch,
+            launches: launches_for(
+                &self.forest.machine,
+                env.kind,
+                &self.dpu_pairs,
+                &counted.shape,
+                &self.mram,
+            ),
         };
         let started = std::time::Instant::now();
         let reports = streamer.evaluate(&mut self.system, counted, &self.meter)?;
@@ -378,7 +396,11 @@ impl BForest {
         let program = self.program([route.work, post.work], &env, &counted.shape, &kernel);
         if measured {
             let served = counted.served.clone();
-            self.tally(&served, [&route.metrics, &evaluated.metrics, &post.metrics]);
+            let launches = kernel.len() as u32;
+            self.tally(
+                (&served, launches),
+                [&route.metrics, &evaluated.metrics, &post.metrics],
+            );
         }
         Ok(BatchWork {
             program,
@@ -444,10 +466,12 @@ impl BForest {
         }
     }
 
-    /// Adds a measured batch: the queries each DPU served, and each stage's metrics.
-    fn tally(&mut self, served: &[u64], metrics: [&Metrics; 3]) {
+    /// Adds a measured batch: the queries each DPU served, its launches, and each stage's
+    /// metrics.
+    fn tally(&mut self, (served, launches): (&[u64], u32), metrics: [&Metrics; 3]) {
         self.tally.if_q_sum += imbalance_factor(served);
         self.tally.batches += 1;
+        self.tally.most_launches = self.tally.most_launches.max(launches);
         for (acc, m) in self.tally.metric_sums.iter_mut().zip(metrics) {
             for &(k, v) in m {
                 *acc.entry(k).or_insert(0.0) += v;
@@ -498,7 +522,7 @@ impl Index for BForest {
         let fields = ForestFields {
             partitioner: self.partitioner.clone(),
             streamed: matches!(self.batches, Batches::Streamed { .. }),
-            launches_per_batch: self.mram.launches_per_batch,
+            launches_per_batch: self.tally.most_launches.max(1),
             imbalance: self.imbalance(),
             policies: PoliciesReport {
                 routing: policy(self.policies.routing.name(), &s[0]),
@@ -518,11 +542,11 @@ impl Index for BForest {
             "IF_q / IF_d".to_owned(),
             format!("{:.3} / {:.3}", i.queries, i.data),
         )];
-        let launches = self.mram.launches_per_batch;
+        let launches = self.tally.most_launches;
         if launches > 1 {
             rows.push((
                 "launches per batch".to_owned(),
-                format!("{launches} (each DPU's buffers split to fit MRAM)"),
+                format!("up to {launches} (each DPU's buffers split to fit MRAM)"),
             ));
         }
         rows
@@ -544,7 +568,7 @@ struct ForestFields {
     partitioner: String,
     /// Whether the batches were streamed (see `batches.streaming`) rather than held.
     streamed: bool,
-    /// Launches each DPU's share of a batch takes so that its buffers fit in MRAM beside
+    /// The most launches a measured batch took so that each DPU's share fit in MRAM beside
     /// its trees (at most `batches.max_launches`; 1 unless a batch had to be split).
     launches_per_batch: u32,
     imbalance: RunImbalance,
@@ -964,6 +988,36 @@ fn count_batches(
             stream::count(&prepared.queries, b, &*policies.routing, &env, slab)
         })
         .collect()
+}
+
+/// The fewest launches in which every DPU's share of a batch of `shape` fits in MRAM beside
+/// its trees (`dpu_pairs`): at most the run's bound `mram.launches_per_batch`, which fits
+/// each DPU's largest share of any batch. A batch may need fewer: open arrivals take part
+/// of one, and the DPUs' largest shares may come from different batches.
+fn launches_for(
+    machine: &Machine,
+    kind: QueryKind,
+    dpu_pairs: &[(u64, u64)],
+    shape: &Shape,
+    mram: &MramNeed,
+) -> u32 {
+    let bound = mram.launches_per_batch;
+    let fits = |launches: u32| {
+        dpu_pairs
+            .iter()
+            .zip(&shape.fragments)
+            .all(|(&(cold, hot), &n)| {
+                let share = largest_launch_records(n, launches);
+                mram_need_bytes(kind, cold, hot, share) <= machine.mram_size_bytes
+            })
+    };
+    (1..bound).find(|&l| fits(l)).unwrap_or_else(|| {
+        assert!(
+            fits(bound),
+            "the run's launches fit each DPU's largest share"
+        );
+        bound
+    })
 }
 
 /// Checks, before anything is simulated, that every DPU's trees and its largest query and
