@@ -153,6 +153,38 @@ fn the_trace_is_byte_identical_on_one_and_all_threads() {
     assert!(one.contains("\"tasklet 0\""));
 }
 
+/// A tasklet timeline that reaches its share of the bound is cut, and the run says so: a
+/// warning on stderr and in the report, and an event at the cut in that timeline's track.
+#[test]
+fn a_cut_tasklet_timeline_is_reported() {
+    let dpus = (100..112)
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (report, trace) = traced("cut.json", "0..5", &["--trace-dpus", &dpus], None);
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("tasklet timelines"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{:?}", report["warnings"]);
+    assert!(
+        warnings[0].contains("of its 60 DPU batches were cut"),
+        "{}",
+        warnings[0]
+    );
+    assert!(trace.contains("tasklet timeline cut at"));
+    // Whole timelines give no such warning.
+    let (whole, _) = traced("whole.json", "1..3", &[], None);
+    assert!(
+        !whole["warnings"].to_string().contains("tasklet timelines"),
+        "{}",
+        whole["warnings"]
+    );
+}
+
 #[test]
 fn bad_trace_flags_are_input_errors() {
     let path = trace_path("bad.json");

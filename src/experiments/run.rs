@@ -447,8 +447,26 @@ pub fn drive(
         })?;
     progress.phase("done");
     let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
-    let report = report(machine, workload, index, config, init, &timeline, g, &clock);
+    let cut = cut_timelines(&g.tasklets);
+    let mut report = report(machine, workload, index, config, init, &timeline, g, &clock);
+    report.warnings.extend(cut);
     Ok((report, trace))
+}
+
+/// A warning when a recorded tasklet timeline reached its bound of spans and was cut (its
+/// track in the trace ends with an event saying so).
+fn cut_timelines(recorded: &[(u64, u32, TaskletTimeline)]) -> Option<String> {
+    let cut: Vec<&TaskletTimeline> = recorded
+        .iter()
+        .map(|(_, _, t)| t)
+        .filter(|t| t.truncated)
+        .collect();
+    let spans = cut.iter().map(|t| t.spans.len()).max()?;
+    Some(format!(
+        "the trace's tasklet timelines of {} of its {} DPU batches were cut at their bound (up to {spans} spans each); trace fewer batches or DPUs to see them whole",
+        cut.len(),
+        recorded.len()
+    ))
 }
 
 /// The input error for a run whose simulated time passed the ceiling: its costs are too
