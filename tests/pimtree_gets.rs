@@ -333,6 +333,14 @@ fn a_trace_records_the_busiest_dpu_and_a_listed_one() {
 
 #[test]
 fn a_poll_interval_with_sync_launches_is_refused() {
+    // The file polls; the override that made its launches sync broke the rule, and is named.
     let o = run_cli(&["run.launch=sync"]);
-    assert_bad(&o, &["run.poll_interval_us", "only async launches poll"]);
+    assert_bad(
+        &o,
+        &[
+            "error: --set run.launch=sync: key `run.launch`",
+            "only async launches poll",
+            "a --set cannot remove a key",
+        ],
+    );
 }

@@ -525,10 +525,11 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
         );
     }
     if r.poll_interval_us.is_some() && r.launch == LaunchMode::Sync {
-        return err(
-            "run.poll_interval_us",
-            "only async launches poll; set run.launch = \"async\" or remove it".to_owned(),
-        );
+        // A rule between two keys: an override of either that broke it is named.
+        return Err(source.error_at_any(
+            &["run.poll_interval_us", "run.launch"],
+            "only async launches poll; set run.launch = \"async\" or remove run.poll_interval_us (a --set cannot remove a key: use a copy of the workload file without it)",
+        ));
     }
     if let Some(us) = r.poll_interval_us
         && !(us.is_finite() && (0.0..=MAX_POLL_INTERVAL_US).contains(&us))
