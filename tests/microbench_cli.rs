@@ -221,7 +221,20 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 15] = [
+    let cases: [(&[&str], &str); 16] = [
+        // More DPUs than the machine has: said as such, not as an MRAM shortfall.
+        (
+            &[
+                "prim-va",
+                "--set",
+                "machine.ranks=1",
+                "--set",
+                "machine.usable_dpus=2",
+                "--set",
+                "microbench.prim.input_size=1048576",
+            ],
+            "prim-va on 4 DPUs: machine upmem-2556-350mhz has 2 usable DPUs (machine.usable_dpus) (4 is among the default counts",
+        ),
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
             "0 is not an integer from 1 to 67108864",
