@@ -46,7 +46,9 @@ enum Command {
     /// Run an index (B+-Forest or PIM-tree) end to end on the machine model: initialisation, warm-up and measured
     /// batches, every answer checked against a plain reference.
     Run(run::RunArgs),
-    /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer, apps or all.
+    /// Run a PrIM microbenchmark suite on the machine model: arithmetic, mram, stream, transfer,
+    /// a PrIM application (prim-va, prim-red, prim-bs, prim-gemv, prim-sel, prim-uni), apps
+    /// (every application) or all.
     Microbench(microbench::MicrobenchArgs),
     /// Compare two results (or two sweep directories) metric by metric: exit 0 when every
     /// metric is within tolerance, 1 when one is not, 2 on bad input or different
@@ -73,8 +75,9 @@ enum Command {
         #[command(subcommand)]
         what: calibrate::CalibrateWhat,
     },
-    /// Print the JSON Schema of a JSON output (run, partition, microbench) or of an input
-    /// file (machine, workload); docs/schema/ holds the same files.
+    /// Print the JSON Schema of a JSON output (run, partition, microbench, sensitivity, a
+    /// sweep's index or refused point) or of an input file (machine, workload); docs/schema/
+    /// holds the same files.
     Schema {
         /// run, partition, microbench, sensitivity, sweep-index, sweep-refused, machine or workload.
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(crate::experiments::schema::NAMES))]
