@@ -98,10 +98,11 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
         "machine.host.threads=1",
         "batches.measured=20",
     ]);
+    // A rule between the costs and the work: every override of either is named.
     assert_bad(
         &o,
         &[
-            "--set batches.measured=20: key `batches.measured`",
+            "--set machine.host.pack_ns_per_byte=1e9 and --set machine.host.route_ns_per_query=1e9 and --set machine.host.threads=1 and --set batches.measured=20: key `host.pack_ns_per_byte`",
             "simulated time passed 4611686 s (2^62 ps, the simulator's ceiling) in batch 8",
             "host.*_ns_per_*",
         ],
@@ -117,10 +118,11 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
     assert_bad(
         &o,
         &[
-            "--set queries.batch_size=200000: key `queries.batch_size`",
+            "and --set queries.batch_size=200000: key `host.pack_ns_per_byte`",
             "in batch 0",
         ],
     );
+    assert!(!o.stderr.contains("batches.measured=3"), "{}", o.stderr);
 }
 
 /// `pimdes run --quiet` of the tiny workload on the 2-rank machine with `sets`.

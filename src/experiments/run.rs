@@ -442,7 +442,7 @@ pub fn drive(
             Ok::<Program, Error>(work.program)
         })
         .map_err(|e| match e {
-            Error::PastCeiling(p) => past_ceiling(p, workload),
+            Error::PastCeiling(p) => past_ceiling(p, machine, workload),
             other => other,
         })?;
     progress.phase("done");
@@ -471,20 +471,58 @@ fn cut_timelines(recorded: &[(u64, u32, TaskletTimeline)]) -> Option<String> {
 
 /// The input error for a run whose simulated time passed the ceiling: its costs are too
 /// large for its batches.
-fn past_ceiling(p: PastCeiling, workload: &Workload) -> Error {
+fn past_ceiling(p: PastCeiling, machine: &Machine, workload: &Workload) -> Error {
+    let reason = format!(
+        "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
+    );
     // Past the ceiling in a warm-up batch, fewer measured batches would not help.
-    let keys: &[&str] = if p.batch < workload.warmup_batches {
+    let work: &[&str] = if p.batch < workload.warmup_batches {
         &["queries.batch_size", "batches.warmup"]
     } else {
         &["batches.measured", "queries.batch_size"]
     };
-    Error::Input(workload.attribution.error_at_any(
-        keys,
-        format!(
-            "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
-        ),
-    ))
+    // A rule between the costs and the work: every override of either is named, the
+    // machine's costs first, at the first overridden key; the workload file when none was.
+    let is_cost = |key: &str| {
+        let under = |s: &str| {
+            key.strip_prefix(s)
+                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+        };
+        COST_KEYS.iter().any(|s| under(s))
+    };
+    let costs = machine
+        .attribution
+        .overrides
+        .iter()
+        .filter(|(key, _)| is_cost(key));
+    let works = work.iter().filter_map(|&key| {
+        Some((
+            key.to_owned(),
+            workload.attribution.override_of(key)?.to_owned(),
+        ))
+    });
+    let named: Vec<(String, String)> = costs.cloned().chain(works).collect();
+    let Some((key, _)) = named.first() else {
+        return Error::Input(workload.attribution.error_at(work[0], reason));
+    };
+    let mut sets: Vec<String> = Vec::new();
+    for (_, text) in &named {
+        let set = format!("--set {text}");
+        if !sets.contains(&set) {
+            sets.push(set);
+        }
+    }
+    Error::Input(InputError::key(sets.join(" and "), key, reason))
 }
+
+/// The machine keys (and sections of keys) that are costs: simulated time per unit of work.
+const COST_KEYS: [&str; 5] = [
+    "host",
+    "transfer",
+    "dma",
+    "dpu.clock_mhz",
+    "dpu.instructions",
+];
 
 /// As [`past_ceiling`], for the index's setup (its init programs, timed as batches).
 fn init_past_ceiling(p: PastCeiling, workload: &Workload) -> Error {
