@@ -3,7 +3,7 @@
 //! parameter turned into integers ([`DpuParams`], [`TransferParams`], [`HostParams`]).
 //! `docs/machine-model.md` explains each parameter.
 
-use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file};
+use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file, shown};
 use crate::engine::{Clock, Time};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -453,6 +453,7 @@ fn in_range_f64(
     hi: f64,
 ) -> Result<f64, InputError> {
     if !value.is_finite() || value < lo || value > hi {
+        let (value, lo, hi) = (shown(value), shown(lo), shown(hi));
         return Err(source.error_at(key, format!("{value} is not between {lo} and {hi}")));
     }
     Ok(value)
@@ -463,6 +464,7 @@ fn millicycles(source: &Source, key: &str, value: f64) -> Result<u64, InputError
     let value = in_range_f64(source, key, value, 0.0, 1000.0)?;
     let milli = (value * 1000.0).round();
     if (value * 1000.0 - milli).abs() > 1e-6 {
+        let value = shown(value);
         return Err(source.error_at(key, format!("{value} must be a multiple of 0.001 cycle")));
     }
     Ok(milli as u64)

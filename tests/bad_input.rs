@@ -410,6 +410,11 @@ fn a_value_of_the_wrong_type_says_what_the_key_takes() {
             "`1.5`, expected a whole number, 0 or more",
         ),
         ("queries.skew=abc", "string \"abc\", expected a number"),
+        // A huge number is shown as written, not in three hundred digits.
+        (
+            "machine.dpu.clock_mhz=1e300",
+            "1e300 is not between 1 and 10000",
+        ),
     ] {
         let o = partition(&["--set", set]);
         assert_bad(&o, &[&format!("--set {set}"), reason]);

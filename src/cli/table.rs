@@ -1,5 +1,6 @@
 //! Tables for people. Scripts should use `--json`.
 
+use crate::config::shown;
 use crate::experiments::partition::PartitionReport;
 use std::fmt::Write;
 
@@ -15,7 +16,7 @@ pub fn partition_report(r: &PartitionReport) -> String {
         w.data.pairs,
         w.queries.batch_size,
         w.queries.kind.name(),
-        w.queries.skew,
+        shown(w.queries.skew),
         w.partition.alpha,
         r.seed
     );
@@ -149,14 +150,14 @@ fn run_heading(r: &crate::experiments::run::RunReport) -> String {
         w.data.pairs,
         r.queries_per_batch,
         w.queries.kind.name(),
-        w.queries.skew,
+        shown(w.queries.skew),
         r.seed
     )
 }
 
 /// One row per stage (and waiting, when there was any), then the split by class.
 fn breakdown_rows(b: &crate::experiments::run::Named) -> Vec<(String, String)> {
-    let classes = ["cpu", "communication", "pim"];
+    let classes = crate::system::program::Class::ALL.map(|c| c.key());
     let mut rows: Vec<(String, String)> =
         b.0.iter()
             .filter(|(name, us)| {

@@ -174,6 +174,17 @@ pub fn parse_toml(origin: &str, text: &str) -> Result<toml::Table, InputError> {
     })
 }
 
+/// A number as people read it in a message: as written between 10^-6 and 10^15, else in
+/// scientific notation (`1e300`, not three hundred digits).
+pub fn shown(x: f64) -> String {
+    let magnitude = x.abs();
+    if x == 0.0 || !x.is_finite() || (1e-6..1e15).contains(&magnitude) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 /// The first item of `items` that an earlier one equals: a value listed twice.
 pub fn first_repeated<T: PartialEq>(items: &[T]) -> Option<&T> {
     (1..items.len()).find_map(|i| items[..i].contains(&items[i]).then_some(&items[i]))
@@ -512,6 +523,22 @@ mod tests {
         let o = Override::parse("x=-9223372036854775808").unwrap();
         assert_eq!(o.value, toml::Value::Integer(i64::MIN));
         assert!(Override::parse("a..b=1").is_err());
+    }
+
+    #[test]
+    fn numbers_are_shown_short() {
+        let cases = [
+            (1e300, "1e300"),
+            (0.5, "0.5"),
+            (1.0, "1"),
+            (1e-9, "1e-9"),
+            (0.0, "0"),
+        ];
+        for (x, text) in cases {
+            assert_eq!(shown(x), text);
+        }
+        assert_eq!(shown(-2.5e20), "-2.5e20");
+        assert_eq!(shown(123456.75), "123456.75");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The workload file: `RawWorkload` mirrors the TOML; [`Workload`] is validated.
 
-use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file};
+use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file, shown};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -387,7 +387,10 @@ fn check_data_and_queries(raw: &RawWorkload, source: &Source) -> Result<(), Inpu
     if !q.skew.is_finite() || q.skew < 0.0 {
         return err(
             "queries.skew",
-            format!("{} must be a finite number >= 0 (0 = uniform)", q.skew),
+            format!(
+                "{} must be a finite number >= 0 (0 = uniform)",
+                shown(q.skew)
+            ),
         );
     }
     if q.prefix_bits > 24 {
@@ -491,7 +494,7 @@ fn checked_deviation(
             if !dev.factor.is_finite() || dev.factor <= 0.0 {
                 return err(
                     "deviation.factor",
-                    format!("{} must be a positive number", dev.factor),
+                    format!("{} must be a positive number", shown(dev.factor)),
                 );
             }
             Ok(Some(Deviation {
@@ -536,7 +539,10 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
     {
         return err(
             "run.poll_interval_us",
-            format!("{us} is not between 0 and {MAX_POLL_INTERVAL_US} microseconds"),
+            format!(
+                "{} is not between 0 and {MAX_POLL_INTERVAL_US} microseconds",
+                shown(us)
+            ),
         );
     }
     Ok(queries_per_s)
@@ -560,7 +566,10 @@ fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputErr
         }
         (ArrivalMode::Open, Some(rate)) => Err(source.error_at(
             "run.queries_per_s",
-            format!("{rate} is not between 1 and 1e12 queries per second"),
+            format!(
+                "{} is not between 1 and 1e12 queries per second",
+                shown(rate)
+            ),
         )),
     }
 }
