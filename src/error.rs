@@ -89,9 +89,9 @@ impl Error {
     }
 
     /// A kernel's machine-limit error blamed on where its key came from, in the usual
-    /// `origin: key: reason` form, so the user knows which file or flag to change: the
-    /// `--set`s of the machine that set a key of the rule, else a `--set` of the
-    /// `workload`'s keys of the rule (a run's tasklets), else the machine file. Other errors
+    /// `origin: key: reason` form, so the user knows which file or flag to change: every
+    /// `--set` of a key of the rule, the machine's and then the `workload`'s (a run's
+    /// tasklets), at the first such key; the machine file when none was set. Other errors
     /// come back unchanged.
     pub fn attributed(self, machine: &Attribution, workload: Option<&Attribution>) -> Self {
         let Error::Machine { key, error } = self else {
@@ -99,17 +99,23 @@ impl Error {
         };
         let reason = error.to_string();
         let (machine_keys, workload_keys) = error.error.shared_keys();
-        let keys: Vec<&str> = std::iter::once(key)
-            .chain(machine_keys.iter().copied())
+        let keys = std::iter::once(key).chain(machine_keys.iter().copied());
+        let mut named: Vec<(&str, &str)> = keys
+            .filter_map(|k| Some((k, machine.override_of(k)?)))
             .collect();
-        let machine_set = keys.iter().any(|k| machine.override_of(k).is_some());
-        let workload_set = workload.and_then(|w| {
-            let key = workload_keys.iter().find(|k| w.override_of(k).is_some())?;
-            Some(w.error_at(key, reason.clone()))
-        });
-        match workload_set {
-            Some(e) if !machine_set => Error::Input(e),
-            _ => Error::Input(machine.error_at_any(&keys, reason)),
+        if let Some(w) = workload {
+            named.extend(
+                workload_keys
+                    .iter()
+                    .filter_map(|&k| Some((k, w.override_of(k)?))),
+            );
+        }
+        match named.first() {
+            None => Error::Input(machine.error_at(key, reason)),
+            Some(&(first, _)) => {
+                let sets = crate::config::joined_sets(named.iter().map(|&(_, text)| text));
+                Error::Input(InputError::key(sets, first, reason))
+            }
         }
     }
 

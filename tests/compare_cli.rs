@@ -183,6 +183,10 @@ fn different_configurations_and_bad_files_are_refused() {
             "two sweep directories",
         ],
     );
+    // A mistyped path is missing, not a directory or a file of the other kind.
+    let o = compare(&d.join("swep"), &sweep, &[]);
+    assert_bad(&o, &["swep", "cannot read"]);
+    assert!(!o.stderr.contains("is a directory"), "{}", o.stderr);
     // A microbenchmark's result is another command's, whatever its configuration.
     let bench = d.join("bench.json");
     let o = pimdes(&["microbench", "arithmetic", "--quiet", "--json"]);

@@ -157,8 +157,8 @@ fn a_kernel_limit_names_the_machine_file() {
 }
 
 /// A WRAM overflow is a rule over the WRAM's size, each stack's size and the run's tasklets:
-/// the override that filled the WRAM is named, whichever of them it set (the machine's first
-/// when both were set; the machine file only when no override set any, tested above).
+/// every override of one of them is named, the machine's first (the machine file only when
+/// no override set any, tested above).
 #[test]
 fn a_wram_overflow_names_the_override_that_filled_it() {
     let text =
@@ -197,7 +197,7 @@ fn a_wram_overflow_names_the_override_that_filled_it() {
         (
             MACHINE,
             vec![tasklets, "machine.dpu.stack_bytes_per_tasklet=2704"],
-            "error: --set machine.dpu.stack_bytes_per_tasklet=2704: key `dpu.stack_bytes_per_tasklet`".to_owned(),
+            "error: --set machine.dpu.stack_bytes_per_tasklet=2704 and --set run.tasklets=24: key `dpu.stack_bytes_per_tasklet`".to_owned(),
         ),
     ] {
         assert_bad(&run(machine, &sets), &[&blamed, "WRAM overflow"]);

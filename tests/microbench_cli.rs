@@ -125,8 +125,20 @@ fn out_writes_the_json_report() {
     assert!(text.contains("MRAM <-> WRAM DMA, one tasklet"), "{text}");
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let (_, json) = run(&["microbench", "mram", "--json"]);
+    // With --json too, stdout holds the same report as the file.
+    let both = dir.join("both.json");
+    let (code, json) = run(&[
+        "microbench",
+        "mram",
+        "--json",
+        "--out",
+        both.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
     let printed: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let written_too: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&both).unwrap()).unwrap();
+    assert_eq!(printed, written_too);
     assert_eq!(written["records"], printed["records"]);
     assert_eq!(written["suite"], "mram");
     let machine = "machines/paper-2rank.toml";

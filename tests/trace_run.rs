@@ -176,6 +176,12 @@ fn a_cut_tasklet_timeline_is_reported() {
         warnings[0]
     );
     assert!(trace.contains("tasklet timeline cut at"));
+    let v: Value = serde_json::from_str(&trace).unwrap();
+    assert_eq!(v["otherData"]["tasklet_timelines_cut"], 5);
+    assert_eq!(
+        v["otherData"]["truncated"], false,
+        "the file itself was not cut"
+    );
     // Whole timelines give no such warning.
     let (whole, _) = traced("whole.json", "1..3", &[], None);
     assert!(

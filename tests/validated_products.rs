@@ -123,6 +123,16 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
         ],
     );
     assert!(!o.stderr.contains("batches.measured=3"), "{}", o.stderr);
+    // The DPU's costs count too: the pipeline's interval among them.
+    let dpu_costs = [
+        "machine.dpu.instructions.alu=1000000",
+        "machine.dpu.pipeline.tasklet_issue_interval_cycles=1024",
+        "machine.dpu.clock_mhz=1",
+    ];
+    let o = run_tiny(&dpu_costs);
+    let sets: Vec<String> = dpu_costs.iter().map(|s| format!("--set {s}")).collect();
+    let named = format!("error: {}: key `dpu.instructions.alu`", sets.join(" and "));
+    assert_bad(&o, &[&named, "simulated time passed"]);
 }
 
 /// `pimdes run --quiet` of the tiny workload on the 2-rank machine with `sets`.

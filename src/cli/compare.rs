@@ -51,7 +51,9 @@ fn tolerance(args: &CompareArgs) -> Result<Tolerance, InputError> {
 /// [`EXIT_REGRESSION`] when something is not.
 pub fn run(args: CompareArgs) -> Result<i32, Error> {
     let tol = tolerance(&args)?;
-    if args.base.is_dir() != args.new.is_dir() {
+    // A missing path is left to the loaders, which say so.
+    let both_exist = args.base.exists() && args.new.exists();
+    if both_exist && args.base.is_dir() != args.new.is_dir() {
         let (dir, file) = match args.base.is_dir() {
             true => (&args.base, &args.new),
             false => (&args.new, &args.base),

@@ -272,17 +272,9 @@ impl Attribution {
             .collect();
         match overridden.as_slice() {
             [] => self.error_at(keys.first().copied().unwrap_or(""), reason),
+            // Which of several overrides broke the rule is not known: name them all.
             [(key, _), ..] => {
-                // Which of several overrides broke the rule is not known: name them all,
-                // each once (one that replaced a section decided several of the keys).
-                let mut sets: Vec<String> = Vec::new();
-                for (_, t) in &overridden {
-                    let set = format!("--set {t}");
-                    if !sets.contains(&set) {
-                        sets.push(set);
-                    }
-                }
-                InputError::key(sets.join(" and "), key, reason)
+                InputError::key(joined_sets(overridden.iter().map(|(_, t)| *t)), key, reason)
             }
         }
     }
@@ -338,10 +330,23 @@ fn override_blamed(relative: &str, key: Option<&str>, reason: &str) -> bool {
     at_or_below(&below_section) || (is_field_path && key.is_some_and(at_or_below))
 }
 
+/// `--set A and --set B`: the overrides `texts`, each once (one that replaced a section
+/// may have decided several keys of a rule).
+pub fn joined_sets<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut sets: Vec<String> = Vec::new();
+    for text in texts {
+        let set = format!("--set {text}");
+        if !sets.contains(&set) {
+            sets.push(set);
+        }
+    }
+    sets.join(" and ")
+}
+
 /// Whether an override of `relative` decided `key`: it set the key itself, or it replaced
 /// a whole section holding the key (`--set 'machine.dma={...}'` decides every `dma.*`,
 /// including those it leaves to their defaults).
-fn covers(relative: &str, key: &str) -> bool {
+pub fn covers(relative: &str, key: &str) -> bool {
     key.strip_prefix(relative)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
@@ -483,13 +488,21 @@ fn lookup(table: &toml::Table, path: &str) -> Option<toml::Value> {
 
 /// serde's reason with Rust's type names said as a file's reader knows them.
 fn readable(reason: &str) -> String {
-    if let Some(at) = reason.find("expected struct ") {
-        return format!("{}expected a table of keys", &reason[..at]);
+    // Only serde's own tail is rewritten: a user's value quoted earlier in the message may
+    // hold the same words.
+    if let Some((head, name)) = reason.rsplit_once(", expected struct ")
+        && !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return format!("{head}, expected a table of keys");
     }
     let plain = [
-        ("expected u64", "expected a whole number, 0 or more"),
-        ("expected u32", "expected a whole number, 0 or more"),
-        ("expected f64", "expected a number"),
+        (", expected u64", ", expected a whole number, 0 or more"),
+        (
+            ", expected u32",
+            ", expected a whole number from 0 to 4294967295",
+        ),
+        (", expected f64", ", expected a number"),
     ];
     match plain.iter().find(|(rust, _)| reason.ends_with(rust)) {
         Some((rust, said)) => format!("{}{said}", &reason[..reason.len() - rust.len()]),
@@ -523,6 +536,31 @@ mod tests {
         let o = Override::parse("x=-9223372036854775808").unwrap();
         assert_eq!(o.value, toml::Value::Integer(i64::MIN));
         assert!(Override::parse("a..b=1").is_err());
+    }
+
+    #[test]
+    fn only_serdes_own_tail_is_reworded() {
+        let cases = [
+            (
+                "invalid type: integer `1`, expected struct RawQueries",
+                "invalid type: integer `1`, expected a table of keys",
+            ),
+            (
+                "unknown variant `expected struct x`, expected `sync` or `async`",
+                "unknown variant `expected struct x`, expected `sync` or `async`",
+            ),
+            (
+                "invalid type: string \", expected struct X\", expected f64",
+                "invalid type: string \", expected struct X\", expected a number",
+            ),
+            (
+                "invalid value: integer `5000000000`, expected u32",
+                "invalid value: integer `5000000000`, expected a whole number from 0 to 4294967295",
+            ),
+        ];
+        for (serde, said) in cases {
+            assert_eq!(readable(serde), said);
+        }
     }
 
     #[test]

@@ -282,7 +282,7 @@ pub fn check_run(
         .iter()
         .fold(BASE_BYTES, |sum, (_, b)| sum.saturating_add(*b));
     let events = run_events(workload);
-    let batches = workload.warmup_batches + workload.measured_batches;
+    let batches = workload.total_batches();
     let (ns_per_pair, ns_per_dpu) = match workload.index.as_str() {
         "pim-tree" => (
             NS_PER_PAIR_PIMTREE,

@@ -3,7 +3,7 @@
 //! index (answers checked against its plain reference) and timed by the system executor
 //! under the workload's host protocol; the report is measured from the executor's spans.
 
-use crate::config::InputError;
+use crate::config::{InputError, covers, joined_sets};
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::error::Error;
@@ -338,7 +338,7 @@ fn check_trace(workload: &Workload, index: &dyn Index, traced: bool) -> Result<(
     Err(workload.attribution.error_at(
         "batches.max_launches",
         format!(
-            "each DPU's share of a batch is split over {launches} launches to fit its buffers in MRAM, and a trace (--trace) records one launch per DPU and batch; trace a smaller batch (queries.batch_size) or set batches.max_launches = 1"
+            "a DPU's largest share of a batch needs {launches} launches to fit its buffers in MRAM, and a trace (--trace) records one launch per DPU and batch; trace a smaller batch (queries.batch_size) or set batches.max_launches = 1"
         ),
     ))
 }
@@ -473,7 +473,7 @@ fn cut_timelines(recorded: &[(u64, u32, TaskletTimeline)]) -> Option<String> {
 /// large for its batches.
 fn past_ceiling(p: PastCeiling, machine: &Machine, workload: &Workload) -> Error {
     let reason = format!(
-        "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
+        "{p}: the configuration's costs (host.*_ns_per_*, transfer.* rates and fixed costs, dpu.clock_mhz, dpu.instructions.*, dpu.pipeline.*, dma.*) are too large for its work (data.pairs, queries.batch_size, queries.range_pairs, batches.warmup and batches.measured); lower some of them"
     );
     // Past the ceiling in a warm-up batch, fewer measured batches would not help.
     let work: &[&str] = if p.batch < workload.warmup_batches {
@@ -483,45 +483,36 @@ fn past_ceiling(p: PastCeiling, machine: &Machine, workload: &Workload) -> Error
     };
     // A rule between the costs and the work: every override of either is named, the
     // machine's costs first, at the first overridden key; the workload file when none was.
-    let is_cost = |key: &str| {
-        let under = |s: &str| {
-            key.strip_prefix(s)
-                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
-        };
-        COST_KEYS.iter().any(|s| under(s))
-    };
+    // An override decides a cost when it set one or a section holding one, or set a key
+    // inside a cost section.
+    let is_cost = |key: &str| COST_KEYS.iter().any(|c| covers(key, c) || covers(c, key));
     let costs = machine
         .attribution
         .overrides
         .iter()
         .filter(|(key, _)| is_cost(key));
     let works = work.iter().filter_map(|&key| {
-        Some((
-            key.to_owned(),
-            workload.attribution.override_of(key)?.to_owned(),
-        ))
+        let text = workload.attribution.override_of(key)?;
+        Some((key.to_owned(), text.to_owned()))
     });
     let named: Vec<(String, String)> = costs.cloned().chain(works).collect();
-    let Some((key, _)) = named.first() else {
-        return Error::Input(workload.attribution.error_at(work[0], reason));
-    };
-    let mut sets: Vec<String> = Vec::new();
-    for (_, text) in &named {
-        let set = format!("--set {text}");
-        if !sets.contains(&set) {
-            sets.push(set);
+    match named.first() {
+        None => Error::Input(workload.attribution.error_at(work[0], reason)),
+        Some((key, _)) => {
+            let sets = joined_sets(named.iter().map(|(_, text)| text.as_str()));
+            Error::Input(InputError::key(sets, key, reason))
         }
     }
-    Error::Input(InputError::key(sets.join(" and "), key, reason))
 }
 
 /// The machine keys (and sections of keys) that are costs: simulated time per unit of work.
-const COST_KEYS: [&str; 5] = [
+const COST_KEYS: [&str; 6] = [
     "host",
     "transfer",
     "dma",
     "dpu.clock_mhz",
     "dpu.instructions",
+    "dpu.pipeline",
 ];
 
 /// As [`past_ceiling`], for the index's setup (its init programs, timed as batches).
@@ -755,6 +746,19 @@ pub const RESERVED_KEYS: [&str; 26] = [
     "host",
 ];
 
+/// The index's own keys of the report, none of them a key of the report itself.
+fn index_fields(index: &dyn Index) -> serde_json::Map<String, serde_json::Value> {
+    let fields = index.report();
+    for key in fields.keys() {
+        assert!(
+            !RESERVED_KEYS.contains(&key.as_str()),
+            "index {} reports `{key}`, a key of the run report itself",
+            index.name()
+        );
+    }
+    fields
+}
+
 #[allow(clippy::too_many_arguments)]
 fn report(
     machine: &Machine,
@@ -769,14 +773,7 @@ fn report(
     let now = std::time::Instant::now();
     let t = timing(workload, timeline);
     let saturated = saturation(workload, timeline);
-    let index_fields = index.report();
-    for key in index_fields.keys() {
-        assert!(
-            !RESERVED_KEYS.contains(&key.as_str()),
-            "index {} reports `{key}`, a key of the run report itself",
-            index.name()
-        );
-    }
+    let index_fields = index_fields(index);
     let mut warnings = index.warnings();
     let partitioner = &config.workload.partition.partitioner;
     warnings.extend(index::unused_choices(workload, partitioner));

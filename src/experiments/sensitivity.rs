@@ -287,14 +287,15 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
         ));
     }
     if keys.len() > MAX_KEYS {
-        let blamed = if given.is_empty() { origin } else { "--keys" };
-        return Err(InputError::plain(
-            blamed,
-            format!(
-                "{} parameters; at most {MAX_KEYS} per study (use --keys)",
-                keys.len()
-            ),
-        ));
+        let (blamed, remedy) = match given.is_empty() {
+            true => (origin, "name fewer with --keys"),
+            false => ("--keys", "name fewer"),
+        };
+        let reason = format!(
+            "{} parameters; at most {MAX_KEYS} per study ({remedy})",
+            keys.len()
+        );
+        return Err(InputError::plain(blamed, reason));
     }
     Ok(keys)
 }

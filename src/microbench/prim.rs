@@ -224,36 +224,47 @@ pub fn points(
     if !sweep.is_default()
         && let Some(&(d, n)) = all.iter().find(|p| !fits(p))
     {
-        let suite = benchmark.suite();
-        // The DPUs first: on a machine too small for them, the MRAM per DPU is moot.
-        let (key, reason) = if d > machine.dpus {
-            let default = match sweep.dpus {
-                Some(_) => String::new(),
-                None => format!(" ({d} is among the default counts {DEFAULT_DPUS:?}: give others)"),
-            };
-            let reason = format!(
-                "{suite} on {d} DPUs: machine {} has {} usable DPUs (machine.usable_dpus){default}",
-                machine.name, machine.dpus
-            );
-            ("microbench.prim.dpus", reason)
-        } else {
-            let key = match sweep.input_size {
-                Some(_) => "microbench.prim.input_size",
-                None => "microbench.prim.dpus",
-            };
-            let reason = format!(
-                "{suite} with {n} elements on {d} DPUs needs {} bytes of MRAM per DPU; machine {} has {} (dpu.mram_size_bytes)",
-                benchmark.mram_bytes(n, d),
-                machine.name,
-                machine.dpu.mram_size_bytes
-            );
-            (key, reason)
-        };
-        return Err(InputError::plain(key, reason));
+        return Err(refusal(benchmark, machine, sweep, (d, n)));
     }
     let held: Vec<(u32, u64)> = all.iter().copied().filter(fits).collect();
     let skipped = all.len() - held.len();
     Ok((held, skipped))
+}
+
+/// Why point `(d, n)` of a chosen sweep cannot run on `machine`: more DPUs than it has, or
+/// more MRAM per DPU. The DPUs first: on a machine too small for them, the MRAM is moot.
+fn refusal(
+    benchmark: Benchmark,
+    machine: &Machine,
+    sweep: &PrimSweep,
+    (d, n): (u32, u64),
+) -> InputError {
+    let suite = benchmark.suite();
+    // The DPUs first: on a machine too small for them, the MRAM per DPU is moot.
+    let (key, reason) = if d > machine.dpus {
+        let default = match sweep.dpus {
+            Some(_) => String::new(),
+            None => format!(" ({d} is among the default counts {DEFAULT_DPUS:?}: give others)"),
+        };
+        let reason = format!(
+            "{suite} on {d} DPUs: machine {} has {} usable DPUs (machine.usable_dpus){default}",
+            machine.name, machine.dpus
+        );
+        ("microbench.prim.dpus", reason)
+    } else {
+        let key = match sweep.input_size {
+            Some(_) => "microbench.prim.input_size",
+            None => "microbench.prim.dpus",
+        };
+        let reason = format!(
+            "{suite} with {n} elements on {d} DPUs needs {} bytes of MRAM per DPU; machine {} has {} (dpu.mram_size_bytes)",
+            benchmark.mram_bytes(n, d),
+            machine.name,
+            machine.dpu.mram_size_bytes
+        );
+        (key, reason)
+    };
+    InputError::plain(key, reason)
 }
 
 /// Every point of `benchmark` under `sweep`, in order, on rayon's threads.

@@ -556,7 +556,7 @@ fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputErr
         (ArrivalMode::Closed, None) => Ok(None),
         (ArrivalMode::Closed, Some(_)) => Err(source.error_at_any(
             &pair,
-            "only open arrivals have a rate; set run.arrival = \"open\" or remove it",
+            "only open arrivals have a rate; set run.arrival = \"open\" or remove run.queries_per_s (a --set cannot remove a key: use a copy of the workload file without it)",
         )),
         (ArrivalMode::Open, None) => {
             Err(source.error_at_any(&pair, "open arrivals need a rate (queries per second)"))

@@ -320,8 +320,9 @@ impl BForest {
         // Open arrivals may take fewer queries than the batch holds: its first `n`.
         let want = reference.answers(batch as usize);
         super::verify(env.kind, batch, &post.answers, &want[..n])?;
-        // A trace is refused up front when a batch takes several launches (see
-        // `check_trace`): the rerun needs the one launch's buffers still in MRAM.
+        // A trace is refused up front when the run's largest shares need several launches
+        // (see `check_trace`), even if this batch takes one: the rerun needs the one
+        // launch's buffers still in MRAM.
         let timelines = record_dpus(
             &*self.policies.evaluation,
             &env,
