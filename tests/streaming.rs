@@ -12,19 +12,23 @@ use pimdes::error::Error;
 use pimdes::experiments::partition::EffectiveConfig;
 use pimdes::experiments::run::{Silent, drive, run};
 use pimdes::forest::batch::DpuBatch;
+use pimdes::index::Index;
 use pimdes::index::bforest::{BForest, Policies};
 use pimdes::machine::Machine;
 use pimdes::partition::by_name;
-use pimdes::policies::{BatchEnv, EvaluationPolicy, Metrics, Part, evaluation_policies};
+use pimdes::policies::{
+    BatchEnv, Cost, EvaluationPolicy, Metrics, Part, RoutingPolicy, Shape, evaluation_policies,
+    routing_policies,
+};
 use pimdes::system::System;
+use pimdes::workload::Query;
 use pimdes::workload::Workload;
 use std::ops::Range;
 
 /// Two ranks of 16 DPUs.
 fn machine() -> Machine {
-    let o = ["machine.ranks=2", "machine.usable_dpus=32"].map(|s| Override::parse(s).unwrap());
     let text = include_str!("../machines/paper-2rank.toml");
-    Machine::from_toml_str("paper-2rank.toml", text, &o).unwrap()
+    Machine::from_toml_str("paper-2rank.toml", text, &machine_sets(&[])).unwrap()
 }
 
 fn workload(extra: &[&str]) -> Workload {
@@ -192,6 +196,73 @@ fn streamed_failure(truncate: bool) -> String {
         Err(Error::Verification(reason)) => reason,
         other => panic!("expected a verification failure, got {other:?}"),
     }
+}
+
+/// The registry's routing with every DPU's fragments given twice: more than the run counted
+/// up front, when it chose how many launches its largest shares need.
+struct Doubling(Box<dyn RoutingPolicy>);
+
+impl RoutingPolicy for Doubling {
+    fn name(&self) -> &'static str {
+        "doubling"
+    }
+
+    fn route(&self, env: &BatchEnv, queries: &[Query]) -> Vec<DpuBatch> {
+        let mut batches = self.0.route(env, queries);
+        for b in &mut batches {
+            b.cold.extend(b.cold.clone());
+            b.hot.extend(b.hot.clone());
+            b.origin.extend(b.origin.clone());
+        }
+        batches
+    }
+
+    fn cost(&self, env: &BatchEnv, shape: &Shape) -> Cost {
+        self.0.cost(env, shape)
+    }
+}
+
+/// A batch whose shares outgrow the launches chosen for it is a simulator failure with a
+/// reason (it once was an assertion, and before that an MRAM overflow nobody saw).
+#[test]
+fn shares_beyond_the_counted_launches_are_a_failure_not_a_panic() {
+    let w = workload(&[]);
+    let qdd = by_name("qdd-double-scan").unwrap();
+    let roomy = pimdes::meter::quietly(|p| BForest::new(&machine(), &w, qdd.as_ref(), p));
+    // An MRAM that holds exactly the largest need the run counted.
+    let need = roomy.unwrap().mram().max_needed_bytes;
+    let set = Override::parse(&format!("machine.dpu.mram_size_bytes={need}")).unwrap();
+    let text = include_str!("../machines/paper-2rank.toml");
+    let m = Machine::from_toml_str("paper-2rank.toml", text, &machine_sets(&[set])).unwrap();
+    let mut policies = Policies::of(&w).unwrap();
+    policies.routing = Box::new(Doubling(routing_policies().into_iter().next().unwrap()));
+    let mut index =
+        pimdes::meter::quietly(|p| BForest::with_policies(&m, &w, qdd.as_ref(), policies, p))
+            .unwrap();
+    let config = EffectiveConfig {
+        machine: m.raw.clone(),
+        workload: w.raw.clone(),
+    };
+    let clock = pimdes::experiments::run::WallClock::start();
+    match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
+        Err(Error::Verification(reason)) => {
+            assert!(
+                reason.contains("gave more fragments than counted"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+/// [`machine`]'s overrides and `more`.
+fn machine_sets(more: &[Override]) -> Vec<Override> {
+    let mut o: Vec<Override> = ["machine.ranks=2", "machine.usable_dpus=32"]
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
+    o.extend_from_slice(more);
+    o
 }
 
 const RUN: [&str; 8] = [

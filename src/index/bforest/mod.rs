@@ -298,19 +298,20 @@ impl BForest {
         let env = self.forest.env();
         let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
         let shape = Shape::of(n as u64, &routed.batches);
+        let launches = launches_for(
+            &self.forest.machine,
+            env.kind,
+            &self.dpu_pairs,
+            &shape,
+            &self.mram,
+        )?;
         let started = std::time::Instant::now();
         let per_launch = evaluate_launches(
             &*self.policies.evaluation,
             &env,
             &mut self.system,
             &routed.batches,
-            launches_for(
-                &self.forest.machine,
-                env.kind,
-                &self.dpu_pairs,
-                &shape,
-                &self.mram,
-            ),
+            launches,
         )?;
         let kernel_wall_s = started.elapsed().as_secs_f64();
         let kernel: Vec<Vec<Time>> = per_launch.iter().map(|e| e.per_dpu.clone()).collect();
@@ -380,7 +381,7 @@ impl BForest {
                 &self.dpu_pairs,
                 &counted.shape,
                 &self.mram,
-            ),
+            )?,
         };
         let started = std::time::Instant::now();
         let reports = streamer.evaluate(&mut self.system, counted, &self.meter)?;
@@ -1001,7 +1002,7 @@ fn launches_for(
     dpu_pairs: &[(u64, u64)],
     shape: &Shape,
     mram: &MramNeed,
-) -> u32 {
+) -> Result<u32, IndexError> {
     let bound = mram.launches_per_batch;
     let fits = |launches: u32| {
         dpu_pairs
@@ -1012,13 +1013,14 @@ fn launches_for(
                 mram_need_bytes(kind, cold, hot, share) <= machine.mram_size_bytes
             })
     };
-    (1..bound).find(|&l| fits(l)).unwrap_or_else(|| {
-        assert!(
-            fits(bound),
-            "the run's launches fit each DPU's largest share"
-        );
-        bound
-    })
+    match (1..=bound).find(|&l| fits(l)) {
+        Some(launches) => Ok(launches),
+        // The bound was chosen to fit each DPU's largest share counted up front; a routing
+        // policy that gives more fragments than that count broke it.
+        None => Err(IndexError::Verification(format!(
+            "a batch's shares do not fit in MRAM in the run's {bound} launches, which fit the shares counted before the run: the routing policy gave more fragments than counted"
+        ))),
+    }
 }
 
 /// Checks, before anything is simulated, that every DPU's trees and its largest query and
