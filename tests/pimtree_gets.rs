@@ -344,3 +344,28 @@ fn a_poll_interval_with_sync_launches_is_refused() {
         ],
     );
 }
+
+/// PIM-tree allows fewer chunks than DPUs, which leaves some of B+-Forest's base partitions
+/// empty: a deviation of one of them has no keys to amplify and is refused (it panicked);
+/// one that holds a chunk runs.
+#[test]
+fn a_deviation_of_an_empty_base_partition_is_refused() {
+    let small = [
+        "machine.ranks=1",
+        "machine.usable_dpus=16",
+        "data.pairs=3000",
+        "deviation.factor=2",
+    ];
+    // 10 chunks over 16 DPUs: base partition 2 holds none, 3 holds chunk 1.
+    let o = run_cli(&[&small[..], &["deviation.base_partition=2"]].concat());
+    assert_bad(
+        &o,
+        &[
+            "key `deviation.base_partition`",
+            "base partition 2 holds no chunk",
+            "10 chunks for 16 DPUs",
+        ],
+    );
+    let o = run_cli(&[&small[..], &["deviation.base_partition=3"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+}

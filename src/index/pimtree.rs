@@ -535,6 +535,7 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
         );
     }
     check_tasklets(machine, workload)?;
+    workload.check_deviation(machine.dpus)?;
     let layout = Layout::new(workload.tasklets);
     if layout.end > machine.mram_size_bytes {
         return Err(machine.attribution.error_at(

@@ -43,6 +43,10 @@ impl QueryGenerator {
             let p = dev.base_partition;
             let first_chunk = (p * chunks / dpus as u64) as usize;
             let end_chunk = ((p + 1) * chunks / dpus as u64) as usize;
+            assert!(
+                first_chunk < end_chunk,
+                "a deviation's base partition holds a chunk (checked with the workload)"
+            );
             let first = data.range_start(first_chunk);
             let last = if end_chunk >= data.chunks() {
                 u64::MAX

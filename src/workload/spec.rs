@@ -737,15 +737,33 @@ impl Workload {
                 ),
             ));
         }
-        if let Some(dev) = &self.deviation
-            && dev.base_partition >= dpus as u64
-        {
+        self.check_deviation(dpus)
+    }
+
+    /// A deviation must name a base partition of the machine's `dpus` that holds at least
+    /// one chunk (the chunks are cut into one base partition per DPU; with fewer chunks than
+    /// DPUs, which PIM-tree allows, some hold none and have no keys to amplify).
+    pub fn check_deviation(&self, dpus: u32) -> Result<(), InputError> {
+        let Some(dev) = &self.deviation else {
+            return Ok(());
+        };
+        let (p, dpus) = (dev.base_partition, u64::from(dpus));
+        if p >= dpus {
             return Err(self.attribution.error_at(
                 "deviation.base_partition",
                 format!(
-                    "{} is out of range: base partitions are numbered 0 to {} (one per DPU)",
-                    dev.base_partition,
+                    "{p} is out of range: base partitions are numbered 0 to {} (one per DPU)",
                     dpus - 1
+                ),
+            ));
+        }
+        let chunks = self.chunks();
+        if (p + 1) * chunks / dpus == p * chunks / dpus {
+            return Err(self.attribution.error_at_any(
+                &["deviation.base_partition", "data.pairs", "partition.chunk_pairs"],
+                format!(
+                    "base partition {p} holds no chunk: {} pairs in chunks of {} make {chunks} chunks for {dpus} DPUs, so some base partitions are empty; choose another, or more chunks",
+                    self.pairs, self.chunk_pairs
                 ),
             ));
         }
