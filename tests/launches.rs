@@ -228,6 +228,16 @@ fn a_split_batch_cannot_be_traced() {
         "--trace",
         trace.to_str().unwrap(),
     ]);
-    assert_bad(&o, &["batches.max_launches", "2 launches", "--trace"]);
+    // The advice leads out: batches.max_launches = 1 would only refuse the batch for MRAM.
+    assert_bad(
+        &o,
+        &[
+            "batches.max_launches",
+            "2 launches",
+            "--trace",
+            "dpu.mram_size_bytes",
+        ],
+    );
+    assert!(!o.stderr.contains("max_launches = 1"), "{}", o.stderr);
     assert!(!trace.exists(), "no partial trace file");
 }

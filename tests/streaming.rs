@@ -361,3 +361,30 @@ fn a_batch_resumed_from_checkpoints_is_the_batch() {
         }
     }
 }
+
+/// The run streams because of the overrides that made it big, and open arrivals came from
+/// another: both are named, not the workload file, which sets no `batches.streaming`.
+#[test]
+fn the_overrides_that_made_a_run_stream_are_named() {
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "queries.batch_size=40000000",
+        "--set",
+        "run.arrival=open",
+        "--set",
+        "run.queries_per_s=1e6",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "error: --set queries.batch_size=40000000 and --set run.arrival=open: key `queries.batch_size`",
+            "this run streams its batches",
+        ],
+    );
+    assert!(!o.stderr.contains("tiny.toml"), "{}", o.stderr);
+}

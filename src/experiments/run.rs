@@ -338,7 +338,7 @@ fn check_trace(workload: &Workload, index: &dyn Index, traced: bool) -> Result<(
     Err(workload.attribution.error_at(
         "batches.max_launches",
         format!(
-            "a DPU's largest share of a batch needs {launches} launches to fit its buffers in MRAM, and a trace (--trace) records one launch per DPU and batch; trace a smaller batch (queries.batch_size) or set batches.max_launches = 1"
+            "a DPU's largest share of a batch needs {launches} launches to fit its buffers in MRAM, and a trace (--trace) records one launch per DPU and batch; trace a smaller batch (queries.batch_size) or give the DPUs more MRAM (dpu.mram_size_bytes), so that one launch fits"
         ),
     ))
 }

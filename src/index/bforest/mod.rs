@@ -909,8 +909,19 @@ pub fn check_streaming(workload: &Workload, traced: bool) -> Result<(), InputErr
             " or run fewer queries",
         ),
     };
-    Err(workload.attribution.error_at(
+    // A rule between the keys that make the run stream and what streaming cannot take:
+    // every override of one of them is named (the file when none was).
+    let mut keys = vec![
         "batches.streaming",
+        "queries.batch_size",
+        "batches.warmup",
+        "batches.measured",
+    ];
+    if workload.arrival == crate::workload::spec::ArrivalMode::Open {
+        keys.push("run.arrival");
+    }
+    Err(workload.attribution.error_at_any(
+        &keys,
         format!(
             "this run streams its batches ({streams}), and {why}; hold them with batches.streaming = \"never\"{remedy}"
         ),
