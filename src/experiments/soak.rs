@@ -73,7 +73,21 @@ pub fn draw(seed: u64) -> Case {
     let mut sets = draw_machine(&mut rng);
     sets.extend(draw_workload(&mut rng, pim_tree));
     sets.extend(draw_protocol(&mut rng, pim_tree));
+    // Drawn last, so that the draws before it are those of the cases before it was added.
+    sets.extend(draw_deviation(&mut rng));
     Case { seed, sets }
+}
+
+/// A ZcAmp deviation in one case of four, of a base partition that may not exist or hold
+/// no chunk on the drawn machine (then refused).
+fn draw_deviation(rng: &mut ChaCha8Rng) -> Vec<String> {
+    if rng.random_range(0..4u32) != 0 {
+        return Vec::new();
+    }
+    vec![
+        format!("deviation.base_partition={}", rng.random_range(0..16u32)),
+        format!("deviation.factor={}", pick(rng, &[0.5, 2.0, 10.0])),
+    ]
 }
 
 fn draw_machine(rng: &mut ChaCha8Rng) -> Vec<String> {
