@@ -183,16 +183,22 @@ fn streamed_failure(truncate: bool) -> String {
         dpu: 5,
         truncate,
     });
+    verification_failure(&m, &w, policies)
+}
+
+/// The reason a run of B+-Forest with `policies` fails its verification (a panic if it does
+/// not fail so).
+fn verification_failure(m: &Machine, w: &Workload, policies: Policies) -> String {
     let qdd = by_name("qdd-double-scan").unwrap();
     let mut index =
-        pimdes::meter::quietly(|p| BForest::with_policies(&m, &w, qdd.as_ref(), policies, p))
+        pimdes::meter::quietly(|p| BForest::with_policies(m, w, qdd.as_ref(), policies, p))
             .unwrap();
     let config = EffectiveConfig {
         machine: m.raw.clone(),
         workload: w.raw.clone(),
     };
     let clock = pimdes::experiments::run::WallClock::start();
-    match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
+    match drive(m, w, &mut index, config, &mut Silent, clock, None) {
         Err(Error::Verification(reason)) => reason,
         other => panic!("expected a verification failure, got {other:?}"),
     }
@@ -236,23 +242,11 @@ fn shares_beyond_the_counted_launches_are_a_failure_not_a_panic() {
     let m = Machine::from_toml_str("paper-2rank.toml", text, &machine_sets(&[set])).unwrap();
     let mut policies = Policies::of(&w).unwrap();
     policies.routing = Box::new(Doubling(routing_policies().into_iter().next().unwrap()));
-    let mut index =
-        pimdes::meter::quietly(|p| BForest::with_policies(&m, &w, qdd.as_ref(), policies, p))
-            .unwrap();
-    let config = EffectiveConfig {
-        machine: m.raw.clone(),
-        workload: w.raw.clone(),
-    };
-    let clock = pimdes::experiments::run::WallClock::start();
-    match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
-        Err(Error::Verification(reason)) => {
-            assert!(
-                reason.contains("gave more fragments than counted"),
-                "{reason}"
-            )
-        }
-        other => panic!("expected a failure, got {other:?}"),
-    }
+    let reason = verification_failure(&m, &w, policies);
+    assert!(
+        reason.contains("gave more fragments than counted"),
+        "{reason}"
+    );
 }
 
 /// [`machine`]'s overrides and `more`.
