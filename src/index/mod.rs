@@ -150,10 +150,12 @@ pub struct MramNeed {
     /// Largest need of one DPU: its data plus its largest batch buffers.
     pub max_needed_bytes: u64,
     pub max_needed_dpu: u32,
-    /// Launches a DPU's share of a batch is split into so that its buffers fit beside its
-    /// data (B+-Forest's `batches.max_launches`; always 1 for PIM-tree, whose rounds are
-    /// part of its algorithm). B+-Forest reports it as `launches_per_batch`, so that `mram`
-    /// keeps the fields of the partition report's.
+    /// The most launches a batch of the run may be split into so that each DPU's largest
+    /// share fits beside its data (at most B+-Forest's `batches.max_launches`; always 1 for
+    /// PIM-tree, whose rounds are part of its algorithm): each batch takes the fewest its
+    /// own shares fit in, within this bound. Not in the report, so that `mram` keeps the
+    /// fields of the partition report's; B+-Forest reports the most a measured batch took,
+    /// as `launches_per_batch`.
     #[serde(skip)]
     pub launches_per_batch: u32,
 }
