@@ -166,9 +166,9 @@ fn check_prim_memory(
 }
 
 pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
-    let (machine, sweeps) = inputs(&args.name, &args.machine, &args.set)?;
     let machine_file = args.machine.as_deref().map(|m| ("--machine", m));
     super::check_output_paths(&[("--out", args.out.as_deref())], machine_file.as_slice())?;
+    let (machine, sweeps) = inputs(&args.name, &args.machine, &args.set)?;
     let prim_suites = microbench::benchmarks_of(&args.name);
     for w in machine.warnings() {
         eprintln!("warning: {w}");
