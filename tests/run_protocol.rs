@@ -108,15 +108,6 @@ fn open_arrivals_measured_while_batches_grow_are_warned_of() {
 
 /// The warnings of `pimdes run` on 16 DPUs of the tiny workload with `sets`.
 fn small_open_run(sets: &[&str]) -> Vec<String> {
-    let mut args = vec![
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--json",
-        "--quiet",
-    ];
     let base = [
         "machine.ranks=1",
         "machine.usable_dpus=16",
@@ -124,10 +115,7 @@ fn small_open_run(sets: &[&str]) -> Vec<String> {
         "queries.batch_size=2000",
         "run.arrival=open",
     ];
-    for s in base.iter().chain(sets) {
-        args.extend(["--set", s]);
-    }
-    let o = common::pimdes(&args);
+    let o = common::run_tiny(&["--json", "--quiet"], &[&base[..], sets].concat());
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     serde_json::from_value(v["warnings"].clone()).unwrap()

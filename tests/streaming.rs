@@ -360,19 +360,12 @@ fn a_batch_resumed_from_checkpoints_is_the_batch() {
 /// another: both are named, not the workload file, which sets no `batches.streaming`.
 #[test]
 fn the_overrides_that_made_a_run_stream_are_named() {
-    let o = pimdes(&[
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--set",
+    let sets = [
         "queries.batch_size=40000000",
-        "--set",
         "run.arrival=open",
-        "--set",
         "run.queries_per_s=1e6",
-    ]);
+    ];
+    let o = common::run_tiny(&[], &sets);
     assert_bad(
         &o,
         &[

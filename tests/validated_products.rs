@@ -137,18 +137,7 @@ fn host_costs_times_the_work_past_the_time_ceiling_are_bad_input() {
 
 /// `pimdes run --quiet` of the tiny workload on the 2-rank machine with `sets`.
 fn run_tiny(sets: &[&str]) -> common::Outcome {
-    let mut args = vec![
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--quiet",
-    ];
-    for set in sets {
-        args.extend(["--set", set]);
-    }
-    pimdes(&args)
+    common::run_tiny(&["--quiet"], sets)
 }
 
 /// A serial transfer pays the call's fixed cost once per DPU: at its largest valid value on

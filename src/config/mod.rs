@@ -449,7 +449,7 @@ impl Source {
     /// there, which serde refuses listing the names.
     fn names_expected<T: DeserializeOwned>(&self, path: &str) -> Option<String> {
         let mut table = self.table.clone();
-        let given = lookup(&self.table, path)?;
+        let given = value_at(&toml::Value::Table(table.clone()), path)?.clone();
         set_path(&mut table, path, toml::Value::String(String::new()), "").ok()?;
         let err = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(table)).err()?;
         if err.path().to_string() != path {
@@ -473,17 +473,9 @@ impl Source {
 /// serde's reason when a choice of names is given a number or a boolean.
 const NOT_A_NAME: &str = "invalid type: unit variant, expected string only";
 
-/// The value at dotted `path` of `table`.
-fn lookup(table: &toml::Table, path: &str) -> Option<toml::Value> {
-    let (first, rest) = path
-        .split_once('.')
-        .map_or((path, None), |(f, r)| (f, Some(r)));
-    let value = table.get(first)?;
-    match (rest, value) {
-        (None, v) => Some(v.clone()),
-        (Some(rest), toml::Value::Table(t)) => lookup(t, rest),
-        _ => None,
-    }
+/// The value at dotted `path` below `value` (`dpu.dma.alignment_bytes`).
+pub fn value_at<'v>(value: &'v toml::Value, path: &str) -> Option<&'v toml::Value> {
+    path.split('.').try_fold(value, |v, k| v.get(k))
 }
 
 /// serde's reason with Rust's type names said as a file's reader knows them.

@@ -267,9 +267,7 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
             return Err(InputError::plain("--keys", reason));
         }
         for key in given {
-            let number = key
-                .split('.')
-                .try_fold(&table, |v, k| v.get(k))
+            let number = crate::config::value_at(&table, key)
                 .is_some_and(|v| v.is_integer() || v.is_float());
             if !number {
                 let reason = format!(

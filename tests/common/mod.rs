@@ -22,6 +22,23 @@ pub struct Outcome {
     pub stderr: String,
 }
 
+/// `pimdes run` of `workloads/tiny.toml` on `machines/paper-2rank.toml` with `flags`, then
+/// each of `sets` as a `--set`.
+pub fn run_tiny(flags: &[&str], sets: &[&str]) -> Outcome {
+    let mut args = vec![
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+    ];
+    args.extend_from_slice(flags);
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    pimdes(&args)
+}
+
 /// Runs the `pimdes` binary from the crate's root.
 pub fn pimdes(args: &[&str]) -> Outcome {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
