@@ -34,7 +34,7 @@
 
 use super::error::{KernelError, SyncKind, TaskletWait};
 use super::mram::Mram;
-use crate::engine::SlotQueue;
+use crate::engine::{SlotQueue, SortedRing};
 use crate::machine::{DmaDirection, DpuParams};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -237,18 +237,20 @@ pub(crate) struct Core {
     /// When the earliest computing tasklet finishes (the pipeline's one pending event).
     pub(crate) pipeline_next: Option<u64>,
     // Pipeline (fluid round-robin).
-    scale: u128,
+    /// `S`, below 2^58 (see `start_compute`), so every rate and scaled count is one
+    /// 64 x 64-bit multiplication.
+    scale: u64,
     /// `rates[r]`: work units per cycle of each of `r` computing tasklets.
-    rates: Vec<u128>,
-    /// `1.0 / rates[r]`, to estimate divisions (see `div_ceil_fast`).
-    inverse_rates: Vec<f64>,
+    rates: Vec<u64>,
+    /// Divides by `rates[r]` (`rates[0]`, never a divisor, by 1).
+    dividers: Vec<Divider>,
     virtual_work: u128,
     virtual_at: u64,
     /// The computing tasklets as `virtual finish << TASKLET_BITS | tasklet` (one number
-    /// orders them by finish, then id), sorted in decreasing order: the next to finish is
-    /// last.
-    computing: Vec<u128>,
-    /// The smallest virtual finish in `computing` (its last entry's).
+    /// orders them by finish, then id), in increasing order: the next to finish is first.
+    /// A new compute usually finishes after every pending one, so it is pushed at the back.
+    computing: SortedRing<u128>,
+    /// The smallest virtual finish in `computing` (its first entry's).
     first_finish: Option<u128>,
     // DMA engine.
     dma_free_at: u64,
@@ -270,25 +272,45 @@ pub(crate) struct Core {
     free_operations: u64,
 }
 
-/// `ceil(num / den)`, exactly, given `inv = 1.0 / den`. This division runs on every change
-/// of the computing set; a float multiplication by the precomputed reciprocal estimates the
-/// quotient (far faster than a 64-bit integer division) and integer steps correct it to the
-/// exact ceiling. Below 2^53 the estimate is off by at most a few units.
-fn div_ceil_fast(num: u64, den: u64, inv: f64) -> u64 {
-    debug_assert!(den > 0);
-    if num >= 1 << 53 {
-        return num.div_ceil(den);
+/// Exact division by a divisor fixed in advance, by a multiplication and shifts instead of
+/// a 64-bit division (which takes tens of cycles). The pipeline divides by one of its few
+/// rates on every change of the computing set. This is the round-down method of Granlund
+/// and Montgomery ("Division by invariant integers using multiplication", PLDI 1994), in
+/// its form without branches: exact for every dividend and every divisor from 1.
+#[derive(Debug, Clone, Copy)]
+struct Divider {
+    multiplier: u64,
+    shift_1: u32,
+    shift_2: u32,
+}
+
+impl Divider {
+    fn new(divisor: u64) -> Divider {
+        assert!(divisor > 0, "a divider needs a positive divisor");
+        // l = ceil(log2(divisor)); the multiplier is floor(2^64 (2^l - d) / d) + 1, below
+        // 2^64 since 2^l - d < d.
+        let l = 64 - (divisor - 1).leading_zeros();
+        let excess = (1u128 << l) - divisor as u128;
+        let multiplier = ((excess << 64) / divisor as u128 + 1) as u64;
+        Divider {
+            multiplier,
+            shift_1: l.min(1),
+            shift_2: l.saturating_sub(1),
+        }
     }
-    // Below 2^53 the signed conversions are exact and each one instruction (the unsigned
-    // ones take several on x86-64).
-    let mut q = ((num as i64) as f64 * inv) as i64 as u64;
-    while q * den < num {
-        q += 1;
+
+    /// `floor(n / divisor)`.
+    #[inline]
+    fn div(self, n: u64) -> u64 {
+        let t = ((self.multiplier as u128 * n as u128) >> 64) as u64;
+        (t + ((n - t) >> self.shift_1)) >> self.shift_2
     }
-    while q > 0 && (q - 1) * den >= num {
-        q -= 1;
+
+    /// `ceil(n / divisor)`.
+    #[inline]
+    fn div_ceil(self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.div(n - 1) + 1 }
     }
-    q
 }
 
 /// Bits of a tasklet id in a pipeline entry (`dpu.max_tasklets` is at most 32).
@@ -308,19 +330,18 @@ impl Core {
         let atomics = params.atomic_bits as usize;
         let stacks = tasklets as u64 * params.stack_bytes_per_tasklet as u64;
         let cap = scale / params.tasklet_issue_interval_cycles as u128;
-        let rates: Vec<u128> = (0..=tasklets as u128)
+        // Every rate is at most S / I, and S is below 2^58 (see `start_compute`).
+        let scale = u64::try_from(scale).expect("the pipeline's scale is below 2^58");
+        let rates: Vec<u64> = (0..=tasklets as u128)
             .map(|r| match r {
                 0 => 0,
-                r => cap.min(scale * params.issue_slots_per_cycle as u128 / r),
+                r => cap.min(scale as u128 * params.issue_slots_per_cycle as u128 / r) as u64,
             })
             .collect();
-        let inverse_rates = rates
-            .iter()
-            .map(|&r: &u128| if r == 0 { 0.0 } else { 1.0 / r as f64 })
-            .collect();
+        let dividers = rates.iter().map(|&r| Divider::new(r.max(1))).collect();
         Core {
             rates,
-            inverse_rates,
+            dividers,
             params: params.clone(),
             dpu,
             tasklets,
@@ -331,7 +352,7 @@ impl Core {
             scale,
             virtual_work: 0,
             virtual_at: 0,
-            computing: Vec::with_capacity(tasklets as usize),
+            computing: SortedRing::new(),
             first_finish: None,
             dma_free_at: 0,
             mutex_owner: vec![None; atomics],
@@ -351,7 +372,7 @@ impl Core {
 
     /// Work units per cycle of each computing tasklet when `r` compute (precomputed: u128
     /// division is slow).
-    fn rate(&self, r: usize) -> u128 {
+    fn rate(&self, r: usize) -> u64 {
         self.rates[r]
     }
 
@@ -359,7 +380,7 @@ impl Core {
     fn advance(&mut self) {
         if !self.computing.is_empty() {
             let dt = (self.now - self.virtual_at) as u128;
-            self.virtual_work += dt * self.rate(self.computing.len());
+            self.virtual_work += dt * self.rate(self.computing.len()) as u128;
         }
         self.virtual_at = self.now;
     }
@@ -369,10 +390,13 @@ impl Core {
     fn reschedule_compute(&mut self) {
         self.pipeline_next = self.first_finish.map(|first| {
             let left = first.saturating_sub(self.virtual_work);
-            let rate = self.rate(self.computing.len());
-            let dt = match (u64::try_from(left), u64::try_from(rate)) {
-                (Ok(l), Ok(r)) => div_ceil_fast(l, r, self.inverse_rates[self.computing.len()]),
-                _ => u64::try_from(left.div_ceil(rate)).expect("compute time fits u64 cycles"),
+            let r = self.computing.len();
+            let dt = match u64::try_from(left) {
+                Ok(l) => self.dividers[r].div_ceil(l),
+                Err(_) => {
+                    let cycles = left.div_ceil(self.rate(r) as u128);
+                    u64::try_from(cycles).expect("compute time fits u64 cycles")
+                }
             };
             self.now.saturating_add(dt)
         });
@@ -385,7 +409,7 @@ impl Core {
         }
         self.stats.instructions = self.stats.instructions.saturating_add(instructions);
         self.advance();
-        let finish = self.virtual_work + instructions as u128 * self.scale;
+        let finish = self.virtual_work + instructions as u128 * self.scale as u128;
         let (before, first_before) = (self.computing.len(), self.first_finish);
         // At most `tasklets` entries: a linear insertion keeps the order cheaply.
         // S = lcm(I, 1..=32) with I at most 1024 is below 2^58, so the virtual work (under
@@ -393,16 +417,14 @@ impl Core {
         // below 2^123, and the shift loses nothing.
         debug_assert!(finish.leading_zeros() >= TASKLET_BITS && tasklet < 1 << TASKLET_BITS);
         let entry = finish << TASKLET_BITS | tasklet as u128;
-        let at = self.computing.partition_point(|&e| e > entry);
-        self.computing.insert(at, entry);
-        // The new entry is the earliest finish if it went to the end (known without
-        // reading the entry back, which would wait on the store just made).
-        if at == before {
+        self.computing.insert(entry, |e| e > entry);
+        // The new entry is the earliest finish if it went to the front.
+        if first_before.is_none_or(|first| finish < first) {
             self.first_finish = Some(finish);
         }
         debug_assert_eq!(
             self.first_finish,
-            self.computing.last().map(|&e| e >> TASKLET_BITS)
+            self.computing.front().map(|e| e >> TASKLET_BITS)
         );
         self.state[tasklet as usize] = State::Computing;
         // While fewer tasklets compute than the pipeline interleaves, each keeps its full
@@ -443,16 +465,16 @@ impl Core {
         self.advance();
         let v = self.virtual_work;
         done.clear();
-        // The finishers come off the end of the sorted set in (finish, id) order.
-        while let Some(&e) = self.computing.last() {
+        // The finishers come off the front of the sorted set in (finish, id) order.
+        while let Some(e) = self.computing.front() {
             let t = (e & TASKLET_MASK) as u32;
             if e >> TASKLET_BITS > v {
                 break;
             }
-            self.computing.pop();
+            self.computing.pop_front();
             done.push(t);
         }
-        self.first_finish = self.computing.last().map(|&e| e >> TASKLET_BITS);
+        self.first_finish = self.computing.front().map(|e| e >> TASKLET_BITS);
         self.reschedule_compute();
         for &t in done.iter() {
             self.state[t as usize] = State::Running;
@@ -706,7 +728,7 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
-    use super::{Recorder, TaskletActivity, TaskletSpan, div_ceil_fast};
+    use super::{Divider, Recorder, TaskletActivity, TaskletSpan};
 
     fn span(activity: TaskletActivity, start_cycle: u64, end_cycle: u64) -> TaskletSpan {
         TaskletSpan {
@@ -746,20 +768,39 @@ mod tests {
     }
 
     #[test]
-    fn fast_ceiling_division_is_exact() {
-        let dens = [1u64, 2, 3, 7, 11, 12, 24, 486_748_080, 5_354_228_880];
+    fn invariant_division_is_exact() {
+        let mut divisors = vec![1u64, 2, 3, 7, 11, 12, 24, 486_748_080, 5_354_228_880];
+        divisors.extend([
+            u64::MAX,
+            u64::MAX - 1,
+            1 << 63,
+            (1 << 63) + 1,
+            (1 << 32) + 1,
+        ]);
+        divisors.extend((0..64).map(|k| 1u64 << k));
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for _ in 0..20_000 {
+        let mut next = || {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            for &d in &dens {
-                for num in [x >> 11, x >> 30, x >> 50, (x >> 11) / d * d, 0, 1, d, d - 1] {
-                    let inv = 1.0 / d as f64;
-                    assert_eq!(div_ceil_fast(num, d, inv), num.div_ceil(d), "{num} / {d}");
-                }
+            x
+        };
+        for _ in 0..2_000 {
+            divisors.push(next() >> (next() % 64));
+        }
+        divisors.retain(|&d| d > 0);
+        for &d in &divisors {
+            let divider = Divider::new(d);
+            let mut nums = vec![0, 1, d - 1, d, d.wrapping_add(1), u64::MAX, u64::MAX - 1];
+            nums.extend([u64::MAX / d * d, (u64::MAX / d * d).wrapping_sub(1)]);
+            for _ in 0..200 {
+                let r = next();
+                nums.extend([r, r >> 11, r >> 40, r / d * d]);
+            }
+            for &n in &nums {
+                assert_eq!(divider.div(n), n / d, "{n} / {d}");
+                assert_eq!(divider.div_ceil(n), n.div_ceil(d), "ceil {n} / {d}");
             }
         }
-        assert_eq!(div_ceil_fast(u64::MAX, 3, 1.0 / 3.0), u64::MAX.div_ceil(3));
     }
 }

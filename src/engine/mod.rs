@@ -16,10 +16,12 @@
 
 mod fluid;
 mod queue;
+mod ring;
 mod slots;
 mod time;
 
 pub use fluid::FluidShare;
 pub use queue::{EventQueue, QueueFull};
+pub use ring::{RING_CAPACITY, SortedRing};
 pub use slots::SlotQueue;
 pub use time::{CEILING, Clock, Cycles, PS_PER_S, Time};

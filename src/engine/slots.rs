@@ -18,24 +18,28 @@
 //! O(1) when the new event is due no earlier than the latest pending one, O(n) at worst.
 
 use super::QueueFull;
-use std::collections::VecDeque;
+use super::ring::{RING_CAPACITY, SortedRing};
 
 /// See the module documentation.
 #[derive(Debug, Clone)]
 pub struct SlotQueue {
     /// Pending (time, key) in increasing (time, sequence) order. Sequences are implicit:
     /// an event is placed after every event of its time, which is its sequence's place.
-    order: VecDeque<(u64, u32)>,
+    order: SortedRing<(u64, u32)>,
     /// Whether each key is pending (its capacity is the queue's).
     pending: Vec<bool>,
     now: u64,
 }
 
 impl SlotQueue {
-    /// Keys `0..capacity`, none pending, at time 0.
+    /// Keys `0..capacity`, none pending, at time 0. At most [`RING_CAPACITY`] keys.
     pub fn new(capacity: usize) -> SlotQueue {
+        assert!(
+            capacity <= RING_CAPACITY,
+            "a slot queue holds at most 32 keys"
+        );
         SlotQueue {
-            order: VecDeque::with_capacity(capacity),
+            order: SortedRing::new(),
             pending: vec![false; capacity],
             now: 0,
         }
@@ -58,15 +62,11 @@ impl SlotQueue {
             .get_mut(key as usize)
             .ok_or(QueueFull { capacity })?;
         if std::mem::replace(pending, true) {
-            let at = self.order.iter().position(|&(_, k)| k == key);
+            let at = self.order.position(|(_, k)| k == key);
             self.order.remove(at.expect("a pending key is in the ring"));
         }
         // After every event due at or before `at`: the newest sequence among equal times.
-        let mut place = self.order.len();
-        while place > 0 && self.order[place - 1].0 > at {
-            place -= 1;
-        }
-        self.order.insert(place, (at, key));
+        self.order.insert((at, key), |(due, _)| due > at);
         debug_assert!(self.order.len() <= capacity);
         Ok(())
     }
@@ -83,7 +83,7 @@ impl SlotQueue {
 
     /// The time of the earliest pending event.
     pub fn peek_time(&self) -> Option<u64> {
-        self.order.front().map(|&(at, _)| at)
+        self.order.front().map(|(at, _)| at)
     }
 
     /// The time of the last popped event.
