@@ -147,7 +147,7 @@ fn different_configurations_and_bad_files_are_refused() {
     assert_bad(
         &compare(&older, &a, &[]),
         &[
-            "different report versions (schema_version 1 and 3)",
+            "different report versions (schema_version 1 and 4)",
             "refresh",
         ],
     );

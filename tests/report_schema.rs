@@ -29,7 +29,7 @@ fn reports_carry_their_schema_configuration_hash_and_command_line() {
             pimdes::experiments::REPORT_SCHEMA_VERSION,
             "{command}"
         );
-        assert_eq!(pimdes::experiments::REPORT_SCHEMA_VERSION, 3);
+        assert_eq!(pimdes::experiments::REPORT_SCHEMA_VERSION, 4);
         let hash = pimdes::experiments::sweep::config_hash(&r["config"]);
         assert_eq!(r["config_fnv1a64"], hash.as_str(), "{command}");
         // The same value written two ways is the same configuration.

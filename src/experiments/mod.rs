@@ -8,7 +8,13 @@
 /// 2: `pimdes partition`'s `measured_batches` is the count, as in `pimdes run` (it was the
 /// list of batch indices, now `measured_batch_indices`); `pimdes microbench --json` is one
 /// object with `records` (it was an array of records).
-pub const REPORT_SCHEMA_VERSION: u32 = 3;
+///
+/// 3: the `apps` records of `pimdes microbench` became the `prim-*` suites' records.
+///
+/// 4: `pimdes run`'s `launches_per_batch` (B+-Forest) is the most launches a measured batch
+/// took, each batch taking the fewest its own shares fit in (it was the run's bound, taken
+/// by every batch).
+pub const REPORT_SCHEMA_VERSION: u32 = 4;
 
 /// pimdes's version, the `version` of every report.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
