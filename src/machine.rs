@@ -419,6 +419,32 @@ impl Machine {
         )]
     }
 
+    /// The machine as a program sees it once it has allocated the first `dpus` usable DPUs,
+    /// rank by rank (the SDK's `dpu_alloc`): the later ranks keep no usable DPU, so its
+    /// launches and transfers leave them out.
+    pub fn allocated(&self, dpus: u32) -> Machine {
+        assert!(
+            (1..=self.dpus).contains(&dpus),
+            "allocating {dpus} of {} DPUs",
+            self.dpus
+        );
+        let mut left = dpus;
+        let per_rank = self
+            .usable_dpus_per_rank
+            .iter()
+            .map(|&n| {
+                let kept = n.min(left);
+                left -= kept;
+                kept
+            })
+            .collect();
+        Machine {
+            dpus,
+            usable_dpus_per_rank: per_rank,
+            ..self.clone()
+        }
+    }
+
     pub fn first_dpu_of_rank(&self, rank: u32) -> u32 {
         self.usable_dpus_per_rank[..rank as usize].iter().sum()
     }

@@ -39,6 +39,26 @@ fn every_published_run_is_modelled_and_launches_cost_their_fixed_part() {
 }
 
 #[test]
+fn a_launch_costs_the_ranks_of_the_allocated_dpus_only() {
+    // 2,556 usable DPUs on 40 ranks: ranks 0, 1 and 2 keep 63, 64 and 64 of them (the
+    // faulty ones spread evenly), so the first 63 DPUs are on one rank, the first 127 on
+    // two. With 1 us per launched rank, 1 and 63 DPUs launch in 150 + 1 us, 64 and 127 in
+    // 150 + 2, 128 in 150 + 3. Before, all 40 ranks were charged.
+    let machine = common::machine(&["transfer.launch_per_rank_us=1"]);
+    assert_eq!(machine.usable_dpus_per_rank[..3], [63, 64, 64]);
+    let sweep = PrimSweep {
+        input_size: Some(65_536),
+        dpus: Some(vec![1, 63, 64, 127, 128]),
+    };
+    let launch_us: Vec<f64> = prim(Benchmark::Va, &machine, &sweep)
+        .unwrap()
+        .iter()
+        .map(|r| ((r.kernel_ms - r.slowest_dpu_ms) * 1000.0 * 1e6).round() / 1e6)
+        .collect();
+    assert_eq!(launch_us, [151.0, 151.0, 152.0, 152.0, 153.0]);
+}
+
+#[test]
 fn va_pushes_its_arguments_and_both_vectors_one_call_each() {
     // 1 DPU, 2,097,152 int32: three calls of 100 us (arguments, A, B), and 2 x 8 MiB at the
     // 0.33 GB/s of one DPU = 2 x 25.420024 ms: 51.140 ms.

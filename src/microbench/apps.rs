@@ -220,10 +220,8 @@ pub(super) fn record(
     cycles: u64,
 ) -> Result<AppRecord, Error> {
     let kernel_time = machine.dpu.clock.to_time(crate::engine::Cycles(cycles));
-    // The first `dpus` DPUs run it (PrIM allocates that many; the others stay idle).
-    let mut per_dpu = vec![0; machine.dpus as usize];
-    per_dpu[..dpus as usize].fill(cycles);
-    let launch = Host::new(machine).launch(&per_dpu)?;
+    // PrIM allocates `dpus` DPUs and launches them; the ranks of the others are not launched.
+    let launch = Host::new(&machine.allocated(dpus)).launch(&vec![cycles; dpus as usize])?;
     Ok(AppRecord {
         app: app.to_owned(),
         dpus,

@@ -365,23 +365,18 @@ fn host_transfers(benchmark: Benchmark, dpus: u32, size: u64) -> HostTransfers {
     }
 }
 
-/// The "CPU-DPU" and the retrieval times of one run on the first `dpus` DPUs.
+/// The "CPU-DPU" and the retrieval times of one run on the first `dpus` DPUs (PrIM's
+/// allocation, as the launch in [`apps::record`]).
 fn transfers(benchmark: Benchmark, machine: &Machine, dpus: u32, size: u64) -> (Time, Time) {
-    let host = Host::new(machine);
-    let on_set = |bytes: u64| -> Vec<u64> {
-        (0..machine.dpus)
-            .map(|i| if i < dpus { bytes } else { 0 })
-            .collect()
-    };
+    let host = Host::new(&machine.allocated(dpus));
+    let on_set = |bytes: u64| vec![bytes; dpus as usize];
     let t = host_transfers(benchmark, dpus, size);
     let cpu_dpu = t.pushes.iter().fold(Time::ZERO, |sum, &b| {
         sum + host.push_parallel(&on_set(b)).time
     });
     let mut dpu_cpu = host.pull_after_launch(&on_set(t.read));
     if let Some(kept) = t.serial {
-        let mut sizes = vec![0; machine.dpus as usize];
-        sizes[..kept.len()].copy_from_slice(&kept);
-        dpu_cpu += host.serial(Direction::DpuCpu, &sizes).time;
+        dpu_cpu += host.serial(Direction::DpuCpu, &kept).time;
     }
     (cpu_dpu, dpu_cpu)
 }
