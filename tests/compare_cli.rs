@@ -201,7 +201,7 @@ fn different_configurations_and_bad_files_are_refused() {
     assert_bad(&compare(&a, &foreign, &[]), &["not a pimdes result"]);
     assert_bad(
         &compare(&a, &a, &["--metric", "nope.mean"]),
-        &["no metric `nope.mean`"],
+        &["`nope.mean` is not a metric of"],
     );
     assert_bad(&compare(&a, &a, &["--rtol=-1"]), &["--rtol"]);
 }

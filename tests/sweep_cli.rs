@@ -205,6 +205,35 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
         csv.contains("\n0,\"repetition=0,seed=7.json\",0,7,"),
         "{csv}"
     );
+    // A `run` of point 0's configuration written in its place has the point's
+    // configuration hash, but not the sweep's command: collecting it is refused.
+    let point = out.join("repetition=0,seed=7.json");
+    let (machine, workload) = (
+        root("machines/paper-2rank.toml"),
+        root("workloads/tiny.toml"),
+    );
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        &machine,
+        "--workload",
+        &workload,
+        "--set",
+        "machine.ranks=1",
+        "--set",
+        "machine.usable_dpus=16",
+        "--set",
+        "seed=7",
+        "--quiet",
+        "--out",
+        s(&point),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let o = pimdes(&["sweep", "--collect", s(&out)]);
+    assert_bad(
+        &o,
+        &["the result is of pimdes run, not of the sweep's `pimdes partition`"],
+    );
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
@@ -409,6 +438,35 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         "{}",
         o.stderr
     );
+    // A metric is asked of the measured points: the refused one has none and is skipped,
+    // while a metric no measured point has is still a mistake.
+    let o = pimdes(&[
+        "compare",
+        s(&out),
+        s(&out),
+        "--metric",
+        "batch_time_us.mean",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("1 metrics over 2 point(s)"),
+        "{}",
+        o.stdout
+    );
+    let o = pimdes(&[
+        "compare",
+        s(&out),
+        s(&out),
+        "--metric",
+        "batch_time_us.meen",
+    ]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("is not a metric of any measured point of"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -480,4 +538,35 @@ fn a_sweep_writes_only_into_a_directory_of_its_own() {
         std::fs::read_to_string(out.join("sweep.json")).unwrap(),
         index
     );
+}
+
+#[test]
+fn a_sweep_killed_while_writing_its_index_can_be_rerun() {
+    // Killed before its index was in place, a sweep leaves a directory holding only the
+    // index's temporary file: not a user's directory, so the rerun takes it and clears it.
+    let d = dir("sweep_killed_index");
+    let m = manifest(&d, "command = \"partition\"");
+    let out = d.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join(".sweep.json.tmp-4242-0"), "{\"format\": 1, \"comm").unwrap();
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(o.stdout.contains("1 run, 0 up to date"), "{}", o.stdout);
+    assert!(!out.join(".sweep.json.tmp-4242-0").exists());
+    // A user's file beside it still makes the directory someone else's.
+    let d = dir("sweep_killed_index_and_notes");
+    let out = d.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join(".sweep.json.tmp-4242-0"), "").unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = pimdes(&["sweep", s(&m), "--out", s(&out)]);
+    assert_bad(&o, &["is not empty and holds no sweep.json"]);
+}
+
+#[test]
+fn an_out_directory_that_cannot_be_made_is_a_bad_flag() {
+    let d = dir("sweep_out_uncreatable");
+    let m = manifest(&d, "command = \"partition\"");
+    // Nothing can be created in /proc (Linux), whatever the user's rights.
+    let o = pimdes(&["sweep", s(&m), "--out", "/proc/pimdes-sweep-test"]);
+    assert_bad(&o, &["--out: cannot create /proc/pimdes-sweep-test"]);
 }

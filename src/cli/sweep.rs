@@ -97,8 +97,15 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
             )),
         };
     }
+    // Empty but for the temporary index of a sweep killed while writing it (removed with
+    // the other leftovers once the sweep starts).
+    let leftover = |name: &str| crate::output::temporary_target(name) == Some(INDEX_FILE);
     let empty = std::fs::read_dir(out)
-        .map(|mut entries| entries.next().is_none())
+        .map(|entries| {
+            entries
+                .flatten()
+                .all(|e| leftover(&e.file_name().to_string_lossy()))
+        })
         .unwrap_or(false);
     if empty {
         return Ok(());
@@ -111,12 +118,12 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
 /// Creates the sweep directory, made absolute so `--list` lines run from anywhere.
 fn sweep_dir(out: &Path, index: &SweepIndex) -> Result<PathBuf, Error> {
     check_out_dir(out, index)?;
-    let fail = |e: std::io::Error| Error::Output {
-        path: out.display().to_string(),
-        reason: e.to_string(),
+    // Before anything is written: a directory that cannot be made is a bad `--out`.
+    let bad = |e: std::io::Error| -> Error {
+        InputError::plain("--out", format!("cannot create {}: {e}", out.display())).into()
     };
-    std::fs::create_dir_all(out).map_err(fail)?;
-    std::fs::canonicalize(out).map_err(fail)
+    std::fs::create_dir_all(out).map_err(bad)?;
+    std::fs::canonicalize(out).map_err(bad)
 }
 
 pub fn run(args: SweepArgs) -> Result<(), Error> {

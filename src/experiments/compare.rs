@@ -203,7 +203,7 @@ fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> O
 /// The command a result came from, by a key only its report has: `pimdes run` its batch
 /// times, `pimdes partition` the largest DPU's pairs, `pimdes microbench` its records,
 /// `pimdes sensitivity` its variants.
-fn kind(result: &Value) -> &'static str {
+pub(crate) fn kind(result: &Value) -> &'static str {
     let has = |key: &str| result.get(key).is_some();
     if has("refused") {
         "a refused point"
@@ -220,9 +220,27 @@ fn kind(result: &Value) -> &'static str {
     }
 }
 
+/// What a result measured beside its configuration, as (name, value): a microbenchmark's
+/// suite, a sensitivity study's factors and the keys of its variants. Records and variants
+/// are compared by position, so two results that differ here would pair unrelated ones.
+fn measured(result: &Value) -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
+    if let Some(suite) = result.get("suite") {
+        out.push(("suite", suite.clone()));
+    }
+    if let Some(factors) = result.get("factors") {
+        out.push(("factors", factors.clone()));
+    }
+    if let Some(Value::Array(variants)) = result.get("variants") {
+        let keys = variants.iter().map(|v| v["key"].clone()).collect();
+        out.push(("the variants' keys", Value::Array(keys)));
+    }
+    out
+}
+
 /// Refuses two results that cannot be compared metric by metric: different commands,
-/// configurations or report versions (the command first: two commands' configurations
-/// differ anyway).
+/// suites or studies, configurations or report versions (the command first: two commands'
+/// configurations differ anyway).
 fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
     if kind(base.1) != kind(new.1) {
         return Err(InputError::plain(
@@ -231,6 +249,16 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
                 "the results are of different commands ({} and {}); compare results of the same command",
                 kind(base.1),
                 kind(new.1)
+            ),
+        ));
+    }
+    let (a, b) = (measured(base.1), measured(new.1));
+    if let Some(((what, x), (_, y))) = a.iter().zip(&b).find(|(x, y)| x != y) {
+        return Err(InputError::plain(
+            format!("{} and {}", base.0, new.0),
+            format!(
+                "the results measured different things ({what}: {x} and {y}); compare results of the same {}",
+                if *what == "suite" { "suite" } else { "study" }
             ),
         ));
     }
@@ -255,8 +283,38 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
     Ok(())
 }
 
+/// Refuses a `--metric` that none of `results` (BASE's: one file, or a sweep's points other
+/// than the refused ones, which have no metrics) holds; `base` names them.
+pub fn check_metrics<'a>(
+    base: &str,
+    results: impl Iterator<Item = &'a Value> + Clone,
+    metrics: &[String],
+) -> Result<(), InputError> {
+    let held = |m: &String| {
+        results.clone().any(|r| {
+            let mut all = Vec::new();
+            leaves(r, "", &mut all);
+            all.iter().any(|(p, _)| selected(p, m))
+        })
+    };
+    match metrics.iter().find(|m| !held(m)) {
+        None => Ok(()),
+        Some(m) => Err(InputError::plain(
+            format!("--metric {m}"),
+            format!(
+                "`{m}` is not a metric of {base} (give a dotted path such as `batch_time_us.mean`)"
+            ),
+        )),
+    }
+}
+
+/// Whether `result` is a sweep's record of a point the simulator refused.
+pub fn is_refused(result: &Value) -> bool {
+    kind(result) == "a refused point"
+}
+
 /// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
-/// the comparison to those metrics and what lies below them; each must exist in BASE.
+/// the comparison to those metrics and what lies below them (see [`check_metrics`]).
 pub fn compare_results(
     base: (&str, &Value),
     new: (&str, &Value),
@@ -269,18 +327,6 @@ pub fn compare_results(
     let mut fresh = Vec::new();
     leaves(new.1, "", &mut fresh);
     let fresh: std::collections::BTreeMap<String, Leaf> = fresh.into_iter().collect();
-    if let Some(m) = metrics
-        .iter()
-        .find(|m| !old.iter().any(|(p, _)| selected(p, m)))
-    {
-        return Err(InputError::plain(
-            format!("--metric {m}"),
-            format!(
-                "{} has no metric `{m}` (give a dotted path such as `batch_time_us.mean`)",
-                base.0
-            ),
-        ));
-    }
     let mut out = Comparison {
         points: 1,
         ..Comparison::default()
@@ -311,6 +357,7 @@ pub fn compare_files(
 ) -> Result<Comparison, InputError> {
     let a = load_result(base)?;
     let b = load_result(new)?;
+    check_metrics(&base.display().to_string(), std::iter::once(&a), metrics)?;
     compare_results(
         (&base.display().to_string(), &a),
         (&new.display().to_string(), &b),
@@ -356,7 +403,10 @@ mod tests {
         assert_eq!(sel("batch_time_us").unwrap().compared, 2);
         assert_eq!(sel("per_batch").unwrap().compared, 2);
         assert_eq!(sel("batch_time_us.mean").unwrap().regressions(), 1);
-        assert!(sel("batch_time").is_err());
+        assert_eq!(sel("batch_time").unwrap().compared, 0);
+        let held = |m: &str| check_metrics("a", std::iter::once(&result(1.0)), &[m.to_owned()]);
+        assert!(held("batch_time_us.mean").is_ok());
+        assert!(held("batch_time").is_err());
     }
 
     #[test]
@@ -378,6 +428,38 @@ mod tests {
             e.reason.contains("(pimdes run and pimdes partition)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn suites_and_studies_must_match() {
+        let t = Tolerance {
+            rtol: 1.0,
+            atol: 1.0,
+        };
+        let bench = |suite: &str| json!({"config": {}, "suite": suite, "records": [{"x": 1}]});
+        let e = compare_results(("a", &bench("mram")), ("b", &bench("arithmetic")), t, &[])
+            .unwrap_err();
+        assert!(
+            e.reason.contains(
+                "(suite: \"mram\" and \"arithmetic\"); compare results of the same suite"
+            ),
+            "{e}"
+        );
+        let study = |key: &str, factor: f64| {
+            json!({"config": {}, "factors": [factor],
+                   "variants": [{"key": key, "factor": factor, "batch_time_change_pct": 1.0}]})
+        };
+        let e = compare_results(("a", &study("ranks", 2.0)), ("b", &study("x", 2.0)), t, &[])
+            .unwrap_err();
+        assert!(
+            e.reason
+                .contains("the variants' keys: [\"ranks\"] and [\"x\"]"),
+            "{e}"
+        );
+        let e =
+            compare_results(("a", &study("x", 2.0)), ("b", &study("x", 3.0)), t, &[]).unwrap_err();
+        assert!(e.reason.contains("(factors: [2.0] and [3.0])"), "{e}");
+        assert!(compare_results(("a", &study("x", 2.0)), ("b", &study("x", 2.0)), t, &[]).is_ok());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::{SweepIndex, config_hash, read_index, write_atomically};
 use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::compare::load_result;
+use crate::experiments::compare::{is_refused, kind, load_result};
 use serde_json::Value;
 use std::path::Path;
 
@@ -125,6 +125,16 @@ fn load_points(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError>
                 format!(
                     "the result's configuration is not point {}'s (stale result of another sweep?); rerun the sweep",
                     p.point
+                ),
+            ));
+        }
+        let want = format!("pimdes {}", index.command);
+        if !is_refused(&result) && kind(&result) != want {
+            return Err(InputError::plain(
+                path.display().to_string(),
+                format!(
+                    "the result is of {}, not of the sweep's `{want}`; rerun the sweep",
+                    kind(&result)
                 ),
             ));
         }

@@ -12,7 +12,9 @@ pub mod manifest;
 
 use crate::config::{InputError, Override};
 use crate::error::Error;
-use crate::experiments::compare::{Comparison, Tolerance, compare_results, load_result};
+use crate::experiments::compare::{
+    Comparison, Tolerance, check_metrics, compare_results, is_refused, load_result,
+};
 use crate::experiments::estimate::{Limits, check_partition, check_run};
 use crate::experiments::partition::{EffectiveConfig, run_partition};
 use crate::experiments::run::{Silent, run};
@@ -423,16 +425,30 @@ pub fn compare_sweeps(
             ),
         ));
     }
-    let mut total = Comparison::default();
+    let mut loaded = Vec::with_capacity(fa.len());
     for file in &fa {
         let (pa, pb) = (base.join(file), new.join(file));
         let (ra, rb) = (load_result(&pa)?, load_result(&pb)?);
-        let names = (pa.display().to_string(), pb.display().to_string());
-        let c = compare_results((&names.0, &ra), (&names.1, &rb), tol, metrics)?;
+        loaded.push((
+            file,
+            (pa.display().to_string(), ra),
+            (pb.display().to_string(), rb),
+        ));
+    }
+    // A metric is asked of the points that have metrics: a refused point has none.
+    let measured = loaded
+        .iter()
+        .map(|(_, a, _)| &a.1)
+        .filter(|r| !is_refused(r));
+    let whose = format!("any measured point of {}", base.display());
+    check_metrics(&whose, measured, metrics)?;
+    let mut total = Comparison::default();
+    for (file, (na, ra), (nb, rb)) in &loaded {
+        let c = compare_results((na, ra), (nb, rb), tol, metrics)?;
         total.compared += c.compared;
         total.points += 1;
         total.moved.extend(c.moved.into_iter().map(|mut m| {
-            m.point = Some(file.clone());
+            m.point = Some((*file).clone());
             m
         }));
         total
