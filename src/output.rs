@@ -176,21 +176,47 @@ pub fn legacy_temporary_target(file_name: &str) -> Option<&str> {
 /// is removed whatever fails. The target is checked again just before the rename, since
 /// the file system may have changed during the simulation.
 pub fn write_atomically(target: OutputTarget, bytes: &[u8]) -> Result<(), Error> {
-    let fail = |reason: String| Error::Output {
+    write_all_atomically(&[(target, bytes)])
+}
+
+/// Writes several outputs of one command (a run's `--out` and `--trace`): every one is
+/// written whole to its temporary file and every target checked before any is replaced,
+/// so a failure of one (a full disk, a target that became a directory) leaves every
+/// target as it was. Only a failure of the renames themselves, after all of that, can
+/// leave the first outputs replaced and the others not.
+pub fn write_all_atomically(outputs: &[(OutputTarget, &[u8])]) -> Result<(), Error> {
+    let fail = |target: &OutputTarget, reason: String| Error::Output {
         path: target.path.display().to_string(),
         reason,
     };
-    let tmp = temporary_path(target.path);
-    let written = write_synced(&tmp, bytes)
-        .map_err(|e| fail(format!("writing `{}`: {e}", tmp.display())))
-        .and_then(|()| check_file_type(&target).map_err(|e| fail(e.reason)))
-        .and_then(|()| std::fs::rename(&tmp, target.path).map_err(|e| fail(e.to_string())));
-    remove_registered(&tmp);
-    written?;
-    // Makes the rename itself durable; a directory that cannot be synced (some file
-    // systems) still holds the complete file, so this is best effort.
-    if let Ok(dir) = File::open(directory_of(target.path)) {
-        let _ = dir.sync_all();
+    let mut written: Vec<PathBuf> = Vec::with_capacity(outputs.len());
+    let discard = |written: &[PathBuf]| written.iter().for_each(|t| remove_registered(t));
+    for (target, bytes) in outputs {
+        let tmp = temporary_path(target.path);
+        if let Err(e) = write_synced(&tmp, bytes) {
+            remove_registered(&tmp);
+            discard(&written);
+            return Err(fail(target, format!("writing `{}`: {e}", tmp.display())));
+        }
+        written.push(tmp);
+    }
+    for (target, _) in outputs {
+        if let Err(e) = check_file_type(target) {
+            discard(&written);
+            return Err(fail(target, e.reason));
+        }
+    }
+    for (i, ((target, _), tmp)) in outputs.iter().zip(&written).enumerate() {
+        if let Err(e) = std::fs::rename(tmp, target.path) {
+            discard(&written[i..]);
+            return Err(fail(target, e.to_string()));
+        }
+        remove_registered(tmp);
+        // Makes the rename itself durable; a directory that cannot be synced (some file
+        // systems) still holds the complete file, so this is best effort.
+        if let Ok(dir) = File::open(directory_of(target.path)) {
+            let _ = dir.sync_all();
+        }
     }
     Ok(())
 }

@@ -268,3 +268,51 @@ fn an_ignored_hangup_stays_ignored() {
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert_eq!(entries(&dir), ["report.json"]);
 }
+
+/// A run's two outputs are replaced together or not at all: when `--out` cannot be
+/// written (here its target became a directory during the run), the old `--trace` file
+/// stays as it was. Before, the trace was put in place before the report was written.
+#[test]
+fn a_failed_report_leaves_the_old_trace_in_place() {
+    let dir = scratch("two-outputs");
+    let (out, trace) = (dir.join("report.json"), dir.join("trace.json"));
+    std::fs::write(&out, "old report").unwrap();
+    std::fs::write(&trace, "old trace").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args([
+            "run",
+            "--machine",
+            MACHINE,
+            "--workload",
+            WORKLOAD,
+            "--quiet",
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .args(["--trace", trace.to_str().unwrap()])
+        .env("PIMDES_TEST_HOLD_TEMPORARY_MS", "1500")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the trace's temporary file is written, the report's target turns into a
+    // directory before its own temporary file is written and checked.
+    let written = (0..2000).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::read_dir(&dir).unwrap().any(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(".trace.json.tmp-") && e.metadata().is_ok_and(|m| m.len() > 0)
+        })
+    });
+    assert!(written, "no written trace: {:?}", entries(&dir));
+    std::fs::remove_file(&out).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is a directory"), "{stderr}");
+    let kept = std::fs::read_to_string(&trace).unwrap();
+    assert!(kept == "old trace", "trace replaced ({} bytes)", kept.len());
+    assert_eq!(entries(&dir), ["report.json", "trace.json"]);
+}

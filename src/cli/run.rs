@@ -10,7 +10,7 @@ use crate::experiments::timeline::{
     MAX_TRACE_EVENTS, MAX_TRACED_DPU_BATCHES, TraceDpus, TraceRequest,
 };
 use crate::machine::Machine;
-use crate::output::{OutputTarget, write_atomically};
+use crate::output::{OutputTarget, write_all_atomically};
 use crate::trace::Trace;
 use crate::workload::Workload;
 use clap::Args;
@@ -152,23 +152,46 @@ fn trace_request(
     Ok(Some(request))
 }
 
-/// Writes the trace atomically and says what it holds.
-fn write_trace(path: &Path, trace: &Trace) -> Result<(), Error> {
+/// The trace's bytes.
+fn trace_bytes(path: &Path, trace: &Trace) -> Result<Vec<u8>, Error> {
     let mut bytes = Vec::new();
     trace.write_to(&mut bytes).map_err(|e| Error::Output {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    let target = OutputTarget {
-        flag: "--trace",
-        path,
+    Ok(bytes)
+}
+
+/// Writes the report (`--out`) and the trace (`--trace`) asked for, both or neither, and
+/// says whether the trace was cut.
+fn write_outputs(args: &RunArgs, json: &str, timeline: Option<&Trace>) -> Result<(), Error> {
+    let trace = match (&args.trace, timeline) {
+        (Some(path), Some(t)) => Some((path, t, trace_bytes(path, t)?)),
+        _ => None,
     };
-    write_atomically(target, &bytes)?;
-    if trace.truncated() {
+    let mut outputs = Vec::new();
+    if let Some((path, _, bytes)) = &trace {
+        let target = OutputTarget {
+            flag: "--trace",
+            path,
+        };
+        outputs.push((target, bytes.as_slice()));
+    }
+    if let Some(path) = &args.out {
+        outputs.push((
+            OutputTarget {
+                flag: "--out",
+                path,
+            },
+            json.as_bytes(),
+        ));
+    }
+    write_all_atomically(&outputs)?;
+    if let Some((_, t, _)) = trace.filter(|(_, t, _)| t.truncated()) {
         eprintln!(
             "warning: the trace reached its bound of {} events and was cut there ({} more dropped); trace fewer batches or DPUs",
-            trace.max_events(),
-            trace.dropped_events()
+            t.max_events(),
+            t.dropped_events()
         );
     }
     Ok(())
@@ -212,16 +235,7 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
         eprintln!("warning: {w}");
     }
     let json = report_json(&report);
-    if let (Some(path), Some(t)) = (&args.trace, &timeline) {
-        write_trace(path, t)?;
-    }
-    if let Some(out) = &args.out {
-        let target = OutputTarget {
-            flag: "--out",
-            path: out,
-        };
-        write_atomically(target, json.as_bytes())?;
-    }
+    write_outputs(&args, &json, timeline.as_ref())?;
     if args.common.json {
         write_stdout(&json)
     } else {
