@@ -99,24 +99,14 @@ impl Error {
         };
         let reason = error.to_string();
         let (machine_keys, workload_keys) = error.error.shared_keys();
-        let keys = std::iter::once(key).chain(machine_keys.iter().copied());
-        let mut named: Vec<(&str, &str)> = keys
-            .filter_map(|k| Some((k, machine.override_of(k)?)))
+        let machine_keys: Vec<&str> = std::iter::once(key)
+            .chain(machine_keys.iter().copied())
             .collect();
+        let mut parts = vec![(machine, machine_keys.as_slice())];
         if let Some(w) = workload {
-            named.extend(
-                workload_keys
-                    .iter()
-                    .filter_map(|&k| Some((k, w.override_of(k)?))),
-            );
+            parts.push((w, workload_keys));
         }
-        match named.first() {
-            None => Error::Input(machine.error_at(key, reason)),
-            Some(&(first, _)) => {
-                let sets = crate::config::joined_sets(named.iter().map(|&(_, text)| text));
-                Error::Input(InputError::key(sets, first, reason))
-            }
-        }
+        Error::Input(crate::config::blame_rule(&parts, (machine, key), reason))
     }
 
     /// Attaches the command line (computed only if needed) and the seed to a simulator bug,

@@ -222,3 +222,23 @@ fn a_whole_section_override_is_blamed_for_its_keys() {
     );
     assert!(!o.stderr.contains(".toml"), "{}", o.stderr);
 }
+
+#[test]
+fn pim_trees_task_limit_names_the_overrides_that_shrank_the_machine() {
+    // The tiny workload fits PIM-tree's tasks on the 2-rank machine; on 16 DPUs one DPU
+    // gets more tasks a round than its buffers take. The file's batch size was blamed.
+    let sets = [
+        "machine.ranks=1",
+        "machine.usable_dpus=16",
+        "run.index=pim-tree",
+    ];
+    let o = common::run_tiny(&["--quiet"], &sets);
+    assert_bad(
+        &o,
+        &[
+            "--set machine.usable_dpus=16 and --set machine.ranks=1: key `usable_dpus`",
+            "tasks, at most 12800 per DPU per round",
+        ],
+    );
+    assert!(!o.stderr.contains("tiny.toml"), "{}", o.stderr);
+}

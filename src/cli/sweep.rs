@@ -233,7 +233,14 @@ fn execute(
         ),
     };
     let reproduce = |p: &Point| point_command(m, p, dir);
-    let outcomes = run_points(m, indices, dir, jobs, &reproduce, &done)?;
+    let outcomes = run_points(m, indices, dir, jobs, &reproduce, &done).map_err(|e| {
+        // Which point, before the error itself (with `--jobs`, others ran beside it).
+        eprintln!(
+            "pimdes sweep: point {} of {total}, {}: failed",
+            e.point, e.file
+        );
+        e.error
+    })?;
     let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
     let ran = count(|o| matches!(o, Outcome::Ran { .. }));
     let refused = count(|o| matches!(o, Outcome::Refused { .. }));

@@ -330,6 +330,27 @@ fn override_blamed(relative: &str, key: Option<&str>, reason: &str) -> bool {
     at_or_below(&below_section) || (is_field_path && key.is_some_and(at_or_below))
 }
 
+/// An error about a rule between keys of several files (the machine's and the workload's):
+/// every `--set` of one of the keys `parts` list, file by file, is named, at the first such
+/// key, since one of them broke the rule; with none, the error is the `fallback` file's, at
+/// its key.
+pub fn blame_rule(
+    parts: &[(&Attribution, &[&str])],
+    fallback: (&Attribution, &str),
+    reason: impl Into<String>,
+) -> InputError {
+    let named: Vec<(&str, &str)> = parts
+        .iter()
+        .flat_map(|(file, keys)| keys.iter().filter_map(|&k| Some((k, file.override_of(k)?))))
+        .collect();
+    match named.first() {
+        None => fallback.0.error_at(fallback.1, reason),
+        Some(&(first, _)) => {
+            InputError::key(joined_sets(named.iter().map(|&(_, t)| t)), first, reason)
+        }
+    }
+}
+
 /// `--set A and --set B`: the overrides `texts`, each once (one that replaced a section
 /// may have decided several keys of a rule).
 pub fn joined_sets<'a>(texts: impl IntoIterator<Item = &'a str>) -> String {

@@ -143,7 +143,7 @@ impl PimTreeOrdered {
         progress.phase("planning rounds");
         let plans = plan_all(workload.kind, &layout, &list, &wanted, &batches);
         drop(wanted);
-        check_rounds(workload, &layout, &plans)?;
+        check_rounds(machine, workload, &layout, &plans)?;
         let values = batches
             .iter()
             .map(|b| match workload.kind {
@@ -653,19 +653,30 @@ fn check_capacity(
     Ok(())
 }
 
-/// Refuses a round PIM-tree's buffers cannot carry, naming the batch, round and DPU.
-fn check_rounds(workload: &Workload, layout: &Layout, plans: &[Plan]) -> Result<(), InputError> {
+/// Refuses a round PIM-tree's buffers cannot carry, naming the batch, round and DPU, and
+/// every `--set` of what decides a DPU's tasks: the batch, its ranges and skew, and the DPUs.
+fn check_rounds(
+    machine: &Machine,
+    workload: &Workload,
+    layout: &Layout,
+    plans: &[Plan],
+) -> Result<(), InputError> {
     for (b, plan) in plans.iter().enumerate() {
         for (r, round) in plan.rounds.iter().enumerate() {
             for (d, blocks) in round.dpus.iter().enumerate() {
                 if let Err(reason) = check_limits(blocks, layout, workload.tasklets) {
-                    return Err(workload.attribution.error_at(
-                        "queries.batch_size",
-                        format!(
-                            "batch {b}, round {r} ({}) sends DPU {d} {reason}; use smaller batches, shorter ranges or more DPUs",
-                            round.name
-                        ),
-                    ));
+                    let reason = format!(
+                        "batch {b}, round {r} ({}) sends DPU {d} {reason}; use smaller batches, shorter ranges or more DPUs",
+                        round.name
+                    );
+                    let work = ["queries.batch_size", "queries.range_pairs", "queries.skew"];
+                    let dpus = ["usable_dpus", "ranks", "dpus_per_rank"];
+                    let parts = [
+                        (&workload.attribution, &work[..]),
+                        (&machine.attribution, &dpus[..]),
+                    ];
+                    let fallback = (&workload.attribution, "queries.batch_size");
+                    return Err(crate::config::blame_rule(&parts, fallback, reason));
                 }
             }
         }

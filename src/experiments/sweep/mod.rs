@@ -362,7 +362,7 @@ pub fn run_points(
     jobs: usize,
     reproduce: &(dyn Fn(&Point) -> String + Sync),
     done: &(dyn Fn(&Point, &Outcome) + Sync),
-) -> Result<Vec<Outcome>, Error> {
+) -> Result<Vec<Outcome>, PointError> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let results: Mutex<Vec<Option<Result<Outcome, Error>>>> =
@@ -390,10 +390,29 @@ pub fn run_points(
     });
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     let mut outcomes = Vec::new();
-    for r in results.into_iter().flatten() {
-        outcomes.push(r?);
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Some(Ok(o)) => outcomes.push(o),
+            Some(Err(error)) => {
+                let point = &m.points[indices[i]];
+                return Err(PointError {
+                    point: point.index,
+                    file: point.file.clone(),
+                    error,
+                });
+            }
+            None => {}
+        }
     }
     Ok(outcomes)
+}
+
+/// The first point of a sweep that failed (in the manifest's order), and why.
+#[derive(Debug)]
+pub struct PointError {
+    pub point: usize,
+    pub file: String,
+    pub error: Error,
 }
 
 /// Compares two sweep directories point by point: the same point files, each pair of
