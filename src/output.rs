@@ -41,8 +41,10 @@ pub type InputFile<'a> = (&'static str, &'a Path);
 pub fn check_targets(targets: &[OutputTarget], inputs: &[InputFile]) -> Result<(), InputError> {
     let mut seen: Vec<(PathBuf, &OutputTarget)> = Vec::new();
     for target in targets {
-        check_file_type(target)?;
+        // The path's own form first (`x.json/`): the file system's answer for it is less
+        // clear ("Not a directory").
         let canonical = canonical_target(target)?;
+        check_file_type(target)?;
         for (flag, input) in inputs {
             // An input that cannot be resolved does not exist; loading it reports that.
             if std::fs::canonicalize(input).is_ok_and(|i| i == canonical) {

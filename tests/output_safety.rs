@@ -65,11 +65,14 @@ fn a_device_or_directory_target_is_refused() {
     // A path ending in `/` or `/.` names a directory, even one that does not exist yet;
     // it used to pass the checks and fail after the simulation with exit code 1.
     let dir = scratch("trailing");
-    for path in ["new.json/", "new/."] {
+    // An existing file with a `/` after it too (the file system said "Not a directory").
+    std::fs::write(dir.join("old.json"), "mine").unwrap();
+    for path in ["new.json/", "new/.", "old.json/"] {
         let target = format!("{}/{path}", dir.display());
         let o = run_out(Path::new(&target));
         assert_bad(&o, &["--out", "names a directory, not a file"]);
     }
+    assert_eq!(std::fs::read_to_string(dir.join("old.json")).unwrap(), "mine");
     let dir = scratch("directory");
     let o = run(&["--trace", dir.to_str().unwrap()]);
     assert_bad(&o, &["--trace", "is a directory"]);

@@ -76,7 +76,12 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return refuse(format!("cannot read {shown}: {e}")),
-        Ok(m) if !m.is_dir() => return refuse(format!("{shown} is a file, not a directory")),
+        Ok(m) if m.is_file() => return refuse(format!("{shown} is a file, not a directory")),
+        Ok(m) if !m.is_dir() => {
+            return refuse(format!(
+                "{shown} is not a directory (a device, FIFO or socket); give a directory"
+            ));
+        }
         Ok(_) => {}
     }
     if out.join(INDEX_FILE).exists() {

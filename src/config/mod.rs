@@ -115,7 +115,7 @@ pub fn read_toml_file(path: &Path) -> Result<toml::Table, InputError> {
     let origin = path.display().to_string();
     let limit = (
         MAX_INPUT_FILE_BYTES,
-        "(1 MiB) limit for machine and workload files",
+        "(1 MiB) limit for pimdes's TOML inputs (machines, workloads, manifests)",
     );
     let text = read_text_file(path, limit, "a TOML file")
         .map_err(|reason| InputError::plain(&origin, reason))?;

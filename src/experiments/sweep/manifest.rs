@@ -537,7 +537,7 @@ fn check_file(
         return Err(InputError::plain(
             origin,
             format!(
-                "the parameters make a result file name of {} characters (at most {MAX_FILE_NAME}): use fewer axes",
+                "the parameters make a result file name of {} characters (at most {MAX_FILE_NAME}): use fewer axes or shorter values",
                 file.len()
             ),
         ));
