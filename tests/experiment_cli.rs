@@ -127,6 +127,14 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
     );
     std::fs::write(&index, text).unwrap();
     let results = out.join("results.jsonl");
+    // A row lost from the collected results would drop its point from every figure.
+    let rows = std::fs::read_to_string(&results).unwrap();
+    let first_only = rows.lines().next().unwrap().to_owned() + "\n";
+    std::fs::write(&results, first_only).unwrap();
+    assert_bad(
+        &plot(),
+        &["results.jsonl", "its 1 rows are not the 2 points"],
+    );
     std::fs::write(&results, "").unwrap();
     assert_bad(&plot(), &["results.jsonl", "holds no results"]);
     std::fs::write(&results, "[1, 2]\n").unwrap();

@@ -72,7 +72,10 @@ fn a_device_or_directory_target_is_refused() {
         let o = run_out(Path::new(&target));
         assert_bad(&o, &["--out", "names a directory, not a file"]);
     }
-    assert_eq!(std::fs::read_to_string(dir.join("old.json")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("old.json")).unwrap(),
+        "mine"
+    );
     let dir = scratch("directory");
     let o = run(&["--trace", dir.to_str().unwrap()]);
     assert_bad(&o, &["--trace", "is a directory"]);

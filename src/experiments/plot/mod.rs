@@ -8,7 +8,7 @@ pub mod svg;
 use crate::config::InputError;
 use crate::error::Error;
 use crate::experiments::sweep::collect::{JSONL_FILE, POINT, possible_columns};
-use crate::experiments::sweep::{read_index, write_atomically};
+use crate::experiments::sweep::{SweepIndex, read_index, write_atomically};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt::Write;
@@ -275,7 +275,7 @@ pub fn draw(spec: &PlotSpec, rows: &[Value]) -> (String, String) {
 }
 
 /// Reads `DIR/results.jsonl`, one JSON object per line.
-fn read_rows(dir: &Path) -> Result<Vec<Value>, InputError> {
+fn read_rows(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError> {
     let path = dir.join(JSONL_FILE);
     let origin = path.display().to_string();
     let text = crate::config::read_json_file(&path).map_err(|e| {
@@ -300,6 +300,21 @@ fn read_rows(dir: &Path) -> Result<Vec<Value>, InputError> {
         let reason = "holds no results; run `pimdes sweep --collect DIR` first";
         return Err(InputError::plain(&origin, reason));
     }
+    // One row per point of the index, in its order: a lost or edited row would quietly
+    // drop or move a point of every figure.
+    let row_of = |r: &Value| (r["point"].as_u64(), r["file"].as_str().map(str::to_owned));
+    let want = index
+        .points
+        .iter()
+        .map(|p| (Some(p.point as u64), Some(p.file.clone())));
+    if !rows.iter().map(row_of).eq(want) {
+        let reason = format!(
+            "its {} rows are not the {} points of the sweep's index, in order; run `pimdes sweep --collect DIR` again",
+            rows.len(),
+            index.points.len()
+        );
+        return Err(InputError::plain(&origin, reason));
+    }
     Ok(rows)
 }
 
@@ -319,7 +334,7 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         spec.check(&origin, at)?;
         spec.check_columns(&index.command, &index.parameters, &origin, at)?;
     }
-    let rows = read_rows(dir)?;
+    let rows = read_rows(dir, &index)?;
     let mut written = Vec::new();
     for spec in &index.plots {
         let (svg, md) = draw(spec, &rows);
