@@ -220,19 +220,29 @@ fn wait_for_written_temporary(dir: &Path) {
 /// that signal (so a shell or scheduler sees it), leaving no file at all.
 #[test]
 fn a_signal_during_the_write_leaves_no_temporary_file() {
-    use std::os::unix::process::ExitStatusExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     for (signal, number) in [("TERM", 15), ("INT", 2), ("HUP", 1)] {
         let dir = scratch(&format!("signal-{signal}"));
         let out = dir.join("report.json");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_pimdes"));
+        command
             .args(["partition", "--machine", MACHINE, "--workload", WORKLOAD])
             .args(["--quiet", "--out", out.to_str().unwrap()])
             .env("PIMDES_TEST_HOLD_TEMPORARY_MS", "20000")
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        // The signal's default action in the child, whatever the tests inherited: run as
+        // a script's background job (`cargo test &`), they inherit SIGINT ignored, which
+        // pimdes rightly keeps ignored (the test below).
+        // SAFETY: `signal` is async-signal-safe, as `pre_exec` requires.
+        unsafe {
+            command.pre_exec(move || {
+                libc::signal(number, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().unwrap();
         // The written temporary file, not the empty probe made before the simulation: a
         // signal then would land while no report is being written.
         wait_for_written_temporary(&dir);
