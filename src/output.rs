@@ -184,8 +184,10 @@ pub fn write_atomically(target: OutputTarget, bytes: &[u8]) -> Result<(), Error>
 /// Writes several outputs of one command (a run's `--out` and `--trace`): every one is
 /// written whole to its temporary file and every target checked before any is replaced,
 /// so a failure of one (a full disk, a target that became a directory) leaves every
-/// target as it was. Only a failure of the renames themselves, after all of that, can
-/// leave the first outputs replaced and the others not.
+/// target as it was. The renames then run under the temporaries' lock, so a signal's
+/// handler waits for all of them (or runs first, and none happens). Only a failure of a
+/// rename itself can leave the first outputs replaced and the others not; the error says
+/// which were.
 pub fn write_all_atomically(outputs: &[(OutputTarget, &[u8])]) -> Result<(), Error> {
     let fail = |target: &OutputTarget, reason: String| Error::Output {
         path: target.path.display().to_string(),
@@ -208,19 +210,47 @@ pub fn write_all_atomically(outputs: &[(OutputTarget, &[u8])]) -> Result<(), Err
             return Err(fail(target, e.reason));
         }
     }
-    for (i, ((target, _), tmp)) in outputs.iter().zip(&written).enumerate() {
-        if let Err(e) = std::fs::rename(tmp, target.path) {
-            discard(&written[i..]);
-            return Err(fail(target, e.to_string()));
-        }
-        remove_registered(tmp);
-        // Makes the rename itself durable; a directory that cannot be synced (some file
-        // systems) still holds the complete file, so this is best effort.
+    rename_all(outputs, &written)?;
+    // Makes the renames durable; a directory that cannot be synced (some file systems)
+    // still holds the complete files, so this is best effort.
+    for (target, _) in outputs {
         if let Ok(dir) = File::open(directory_of(target.path)) {
             let _ = dir.sync_all();
         }
     }
     Ok(())
+}
+
+/// Renames each written temporary file to its target, all under the temporaries' lock;
+/// on a failure removes the ones left and names the targets already replaced.
+fn rename_all(outputs: &[(OutputTarget, &[u8])], written: &[PathBuf]) -> Result<(), Error> {
+    let mut list = temporaries();
+    let mut result = Ok(());
+    for (i, ((target, _), tmp)) in outputs.iter().zip(written).enumerate() {
+        let renamed = match list.dying {
+            true => Err(std::io::Error::other(
+                "the process is being stopped by a signal",
+            )),
+            false => std::fs::rename(tmp, target.path),
+        };
+        if let Err(e) = renamed {
+            let done: Vec<String> = outputs[..i].iter().map(|(t, _)| t.origin()).collect();
+            let note = match done.is_empty() {
+                true => String::new(),
+                false => format!(" ({} already replaced)", done.join(", ")),
+            };
+            for left in &written[i..] {
+                let _ = std::fs::remove_file(left);
+            }
+            result = Err(Error::Output {
+                path: target.path.display().to_string(),
+                reason: format!("{e}{note}"),
+            });
+            break;
+        }
+    }
+    list.paths.retain(|p| !written.contains(p));
+    result
 }
 
 /// Creates `path` (never an existing file, so nothing is followed or clobbered), writes

@@ -234,6 +234,10 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
         &o,
         &["the result is of pimdes run, not of the sweep's `pimdes partition`"],
     );
+    // A rerun does not take it for up to date (as the collect said, it reruns the point),
+    // and then collects.
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(o.stdout.contains("1 run, 1 up to date"), "{}", o.stdout);
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).

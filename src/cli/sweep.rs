@@ -102,14 +102,17 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
             )),
         };
     }
-    // Empty but for the temporary index of a sweep killed while writing it (removed with
-    // the other leftovers once the sweep starts).
-    let leftover = |name: &str| crate::output::temporary_target(name) == Some(INDEX_FILE);
+    // Empty but for the temporary index of a sweep killed while writing it (a whole sweep
+    // removes it with the other leftovers; `--point` leaves it). An entry that cannot be
+    // read counts as someone's file.
+    let leftover = |name: &str| {
+        let target = crate::output::temporary_target(name)
+            .or_else(|| crate::output::legacy_temporary_target(name));
+        target == Some(INDEX_FILE)
+    };
     let empty = std::fs::read_dir(out)
-        .map(|entries| {
-            entries
-                .flatten()
-                .all(|e| leftover(&e.file_name().to_string_lossy()))
+        .map(|mut entries| {
+            entries.all(|e| e.is_ok_and(|e| leftover(&e.file_name().to_string_lossy())))
         })
         .unwrap_or(false);
     if empty {

@@ -266,17 +266,9 @@ impl Attribution {
     /// the one the rule is stated on): attributed to the first of them an override set,
     /// since that override broke the rule, or else to the file at the first key.
     pub fn error_at_any(&self, keys: &[&str], reason: impl Into<String>) -> InputError {
-        let overridden: Vec<(&str, &str)> = keys
-            .iter()
-            .filter_map(|&k| self.override_of(k).map(|text| (k, text)))
-            .collect();
-        match overridden.as_slice() {
-            [] => self.error_at(keys.first().copied().unwrap_or(""), reason),
-            // Which of several overrides broke the rule is not known: name them all.
-            [(key, _), ..] => {
-                InputError::key(joined_sets(overridden.iter().map(|(_, t)| *t)), key, reason)
-            }
-        }
+        // Which of several overrides broke the rule is not known: all are named.
+        let first = keys.first().copied().unwrap_or("");
+        blame_rule(&[(self, keys)], (self, first), reason)
     }
 
     /// The override that set `key` (dotted, relative to the file), if one did: the last

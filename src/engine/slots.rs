@@ -36,7 +36,7 @@ impl SlotQueue {
     pub fn new(capacity: usize) -> SlotQueue {
         assert!(
             capacity <= RING_CAPACITY,
-            "a slot queue holds at most 32 keys"
+            "a slot queue holds at most {RING_CAPACITY} keys"
         );
         SlotQueue {
             order: SortedRing::new(),

@@ -253,12 +253,19 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         ));
     }
     let (a, b) = (measured(base.1), measured(new.1));
-    if let Some(((what, x), (_, y))) = a.iter().zip(&b).find(|(x, y)| x != y) {
+    let value = |list: &[(&str, Value)], name: &str| {
+        let found = list.iter().find(|(n, _)| *n == name);
+        found.map_or(Value::Null, |(_, v)| v.clone())
+    };
+    let names = a.iter().chain(&b).map(|(name, _)| *name);
+    if let Some(what) = names.into_iter().find(|n| value(&a, n) != value(&b, n)) {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
-                "the results measured different things ({what}: {x} and {y}); compare results of the same {}",
-                if *what == "suite" { "suite" } else { "study" }
+                "the results measured different things ({what}: {} and {}); compare results of the same {}",
+                value(&a, what),
+                value(&b, what),
+                if what == "suite" { "suite" } else { "study" }
             ),
         ));
     }
@@ -283,23 +290,22 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
     Ok(())
 }
 
-/// Refuses a `--metric` that none of `results` (BASE's: one file, or a sweep's points other
-/// than the refused ones, which have no metrics) holds; `base` names them.
-pub fn check_metrics<'a>(
-    base: &str,
-    results: impl Iterator<Item = &'a Value> + Clone,
-    metrics: &[String],
-) -> Result<(), InputError> {
-    let held = |m: &String| {
-        results.clone().any(|r| {
-            let mut all = Vec::new();
-            leaves(r, "", &mut all);
-            all.iter().any(|(p, _)| selected(p, m))
-        })
-    };
-    match metrics.iter().find(|m| !held(m)) {
+/// Which `--metric`s BASE's results hold: marks in `held` those `result` holds.
+pub fn mark_metrics(result: &Value, metrics: &[String], held: &mut [bool]) {
+    let mut all = Vec::new();
+    leaves(result, "", &mut all);
+    for (m, h) in metrics.iter().zip(held.iter_mut()) {
+        *h = *h || all.iter().any(|(p, _)| selected(p, m));
+    }
+}
+
+/// Refuses a `--metric` that BASE's results did not hold (`held`, from [`mark_metrics`]
+/// over one file, or over a sweep's points other than the refused ones, which have no
+/// metrics); `base` names them.
+pub fn check_metrics(base: &str, metrics: &[String], held: &[bool]) -> Result<(), InputError> {
+    match metrics.iter().zip(held).find(|(_, h)| !**h) {
         None => Ok(()),
-        Some(m) => Err(InputError::plain(
+        Some((m, _)) => Err(InputError::plain(
             format!("--metric {m}"),
             format!(
                 "`{m}` is not a metric of {base} (give a dotted path such as `batch_time_us.mean`)"
@@ -313,9 +319,15 @@ pub fn is_refused(result: &Value) -> bool {
     kind(result) == "a refused point"
 }
 
+/// Whether `result` is a complete result of `pimdes {command}` (`run`, `partition`).
+pub fn is_result_of(result: &Value, command: &str) -> bool {
+    kind(result).strip_prefix("pimdes ") == Some(command)
+}
+
 /// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
-/// the comparison to those metrics and what lies below them (see [`check_metrics`]).
-pub fn compare_results(
+/// the comparison to those metrics and what lies below them; the caller has checked them
+/// with [`check_metrics`] (a metric nothing holds would compare nothing).
+pub(crate) fn compare_results(
     base: (&str, &Value),
     new: (&str, &Value),
     tol: Tolerance,
@@ -357,7 +369,9 @@ pub fn compare_files(
 ) -> Result<Comparison, InputError> {
     let a = load_result(base)?;
     let b = load_result(new)?;
-    check_metrics(&base.display().to_string(), std::iter::once(&a), metrics)?;
+    let mut held = vec![false; metrics.len()];
+    mark_metrics(&a, metrics, &mut held);
+    check_metrics(&base.display().to_string(), metrics, &held)?;
     compare_results(
         (&base.display().to_string(), &a),
         (&new.display().to_string(), &b),
@@ -404,7 +418,12 @@ mod tests {
         assert_eq!(sel("per_batch").unwrap().compared, 2);
         assert_eq!(sel("batch_time_us.mean").unwrap().regressions(), 1);
         assert_eq!(sel("batch_time").unwrap().compared, 0);
-        let held = |m: &str| check_metrics("a", std::iter::once(&result(1.0)), &[m.to_owned()]);
+        let held = |m: &str| {
+            let metrics = [m.to_owned()];
+            let mut held = [false];
+            mark_metrics(&result(1.0), &metrics, &mut held);
+            check_metrics("a", &metrics, &held)
+        };
         assert!(held("batch_time_us.mean").is_ok());
         assert!(held("batch_time").is_err());
     }

@@ -25,7 +25,7 @@ use crate::machine::Machine;
 use crate::pimtree::image::{Layout, data_node_capacity, key_height, write_image};
 use crate::pimtree::nodes::{Top, capacity, write_nodes};
 use crate::pimtree::ordered::{Plan, Wanted, merge_ranges, plan_predecessor, plan_scan};
-use crate::pimtree::round::{buffer_bytes, check_limits, read_and_check, write_round};
+use crate::pimtree::round::{RoundLimit, buffer_bytes, check_limits, read_and_check, write_round};
 use crate::pimtree::search::SearchKernel;
 use crate::pimtree::skiplist::{Skeleton, SkipList, pptr};
 use crate::pimtree::{DATA_NODE_BYTES, hash_to_dpu};
@@ -664,12 +664,18 @@ fn check_rounds(
     for (b, plan) in plans.iter().enumerate() {
         for (r, round) in plan.rounds.iter().enumerate() {
             for (d, blocks) in round.dpus.iter().enumerate() {
-                if let Err(reason) = check_limits(blocks, layout, workload.tasklets) {
+                if let Err((limit, reason)) = check_limits(blocks, layout, workload.tasklets) {
                     let reason = format!(
                         "batch {b}, round {r} ({}) sends DPU {d} {reason}; use smaller batches, shorter ranges or more DPUs",
                         round.name
                     );
-                    let work = ["queries.batch_size", "queries.range_pairs", "queries.skew"];
+                    // What decides a DPU's tasks, and for a tasklet's replies its share.
+                    let mut work =
+                        vec!["queries.batch_size", "queries.range_pairs", "queries.skew"];
+                    work.extend(["queries.kind", "data.pairs"]);
+                    if limit == RoundLimit::TaskletReplies {
+                        work.push("run.tasklets");
+                    }
                     let dpus = ["usable_dpus", "ranks", "dpus_per_rank"];
                     let parts = [
                         (&workload.attribution, &work[..]),

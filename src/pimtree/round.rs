@@ -285,28 +285,43 @@ pub fn read_and_check(
     Ok(())
 }
 
+/// Which of PIM-tree's limits a round passed: the DPU's tasks (their count or bytes), or
+/// one tasklet's replies, whose part of the buffers shrinks with the tasklets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundLimit {
+    Tasks,
+    TaskletReplies,
+}
+
 /// Why a round cannot run on PIM-tree's buffers: too many tasks of one type, a task buffer
 /// or a tasklet's replies too large for their regions.
-pub fn check_limits(round: &DpuRound, layout: &Layout, tasklets: u32) -> Result<(), String> {
+pub fn check_limits(
+    round: &DpuRound,
+    layout: &Layout,
+    tasklets: u32,
+) -> Result<(), (RoundLimit, String)> {
+    let tasks = |reason: String| Err((RoundLimit::Tasks, reason));
     if round.len() > MAX_BLOCKS {
-        return Err(format!(
+        return tasks(format!(
             "{} task types in one round, at most {MAX_BLOCKS}",
             round.len()
         ));
     }
     for block in round {
         if block.len() as u64 > MAX_TASKS_PER_DPU {
-            return Err(format!(
+            return tasks(format!(
                 "{} {:?} tasks, at most {MAX_TASKS_PER_DPU} per DPU per round (MAX_TASK_COUNT_PER_DPU_PER_BLOCK)",
                 block.len(),
                 block.kind
             ));
         }
     }
-    let (tasks, _) = buffer_bytes(round);
+    let (task_bytes, _) = buffer_bytes(round);
     let limit = layout.replies_base - layout.tasks_base;
-    if tasks > limit {
-        return Err(format!("a task buffer of {tasks} bytes, at most {limit}"));
+    if task_bytes > limit {
+        return tasks(format!(
+            "a task buffer of {task_bytes} bytes, at most {limit}"
+        ));
     }
     let part = tasklet_reply_bytes(layout, tasklets);
     for t in 0..tasklets {
@@ -319,8 +334,11 @@ pub fn check_limits(round: &DpuRound, layout: &Layout, tasklets: u32) -> Result<
                 .sum::<u64>();
         }
         if bytes > part {
-            return Err(format!(
-                "tasklet {t} writes {bytes} bytes of replies, its part of the reply buffers holds {part}"
+            return Err((
+                RoundLimit::TaskletReplies,
+                format!(
+                    "tasklet {t} writes {bytes} bytes of replies, its part of the reply buffers holds {part}"
+                ),
             ));
         }
     }

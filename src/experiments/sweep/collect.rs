@@ -2,10 +2,10 @@
 //! and as JSON Lines with the same columns, made from the result files alone so it can be
 //! remade without rerunning.
 
-use super::{SweepIndex, config_hash, read_index, write_atomically};
+use super::{SweepIndex, config_hash, read_index};
 use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::compare::{is_refused, kind, load_result};
+use crate::experiments::compare::{is_refused, is_result_of, kind, load_result};
 use serde_json::Value;
 use std::path::Path;
 
@@ -128,13 +128,13 @@ fn load_points(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError>
                 ),
             ));
         }
-        let want = format!("pimdes {}", index.command);
-        if !is_refused(&result) && kind(&result) != want {
+        if !is_refused(&result) && !is_result_of(&result, &index.command) {
             return Err(InputError::plain(
                 path.display().to_string(),
                 format!(
-                    "the result is of {}, not of the sweep's `{want}`; rerun the sweep",
-                    kind(&result)
+                    "the result is of {}, not of the sweep's `pimdes {}`; rerun the sweep",
+                    kind(&result),
+                    index.command
                 ),
             ));
         }
@@ -189,8 +189,16 @@ pub fn collect(dir: &Path) -> Result<Collected, Error> {
             .collect();
         jsonl.push_str(&format!("{{{}}}\n", fields.join(",")));
     }
-    write_atomically(&dir.join(CSV_FILE), &csv)?;
-    write_atomically(&dir.join(JSONL_FILE), &jsonl)?;
+    // Both tables or neither: `plot` reads one, a user's script perhaps the other.
+    let (csv_path, jsonl_path) = (dir.join(CSV_FILE), dir.join(JSONL_FILE));
+    let target = |path| crate::output::OutputTarget {
+        flag: "pimdes sweep",
+        path,
+    };
+    crate::output::write_all_atomically(&[
+        (target(&csv_path), csv.as_bytes()),
+        (target(&jsonl_path), jsonl.as_bytes()),
+    ])?;
     Ok(Collected {
         points: results.len(),
         columns,

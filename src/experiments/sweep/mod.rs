@@ -13,7 +13,8 @@ pub mod manifest;
 use crate::config::{InputError, Override};
 use crate::error::Error;
 use crate::experiments::compare::{
-    Comparison, Tolerance, check_metrics, compare_results, is_refused, load_result,
+    Comparison, Tolerance, check_metrics, compare_results, is_refused, is_result_of, load_result,
+    mark_metrics,
 };
 use crate::experiments::estimate::{Limits, check_partition, check_run};
 use crate::experiments::partition::{EffectiveConfig, run_partition};
@@ -270,10 +271,9 @@ fn up_to_date(path: &Path, config: &Value, m: &Manifest) -> bool {
         return false;
     };
     let current = result["schema_version"] == crate::experiments::REPORT_SCHEMA_VERSION;
-    let is_run = result.get("batch_time_us").is_some();
-    let kind_ok = match result.get("refused") {
-        Some(_) => m.record_refused,
-        None => is_run == (m.command == SweepCommand::Run),
+    let kind_ok = match is_refused(&result) {
+        true => m.record_refused,
+        false => is_result_of(&result, m.command.name()),
     };
     current && result["config"] == *config && kind_ok
 }
@@ -444,35 +444,28 @@ pub fn compare_sweeps(
             ),
         ));
     }
-    let mut loaded = Vec::with_capacity(fa.len());
+    let mut total = Comparison::default();
+    // A metric is asked of the points that have metrics: a refused point has none.
+    let mut held = vec![false; metrics.len()];
     for file in &fa {
         let (pa, pb) = (base.join(file), new.join(file));
         let (ra, rb) = (load_result(&pa)?, load_result(&pb)?);
-        loaded.push((
-            file,
-            (pa.display().to_string(), ra),
-            (pb.display().to_string(), rb),
-        ));
-    }
-    // A metric is asked of the points that have metrics: a refused point has none.
-    let measured = loaded
-        .iter()
-        .map(|(_, a, _)| &a.1)
-        .filter(|r| !is_refused(r));
-    let whose = format!("any measured point of {}", base.display());
-    check_metrics(&whose, measured, metrics)?;
-    let mut total = Comparison::default();
-    for (file, (na, ra), (nb, rb)) in &loaded {
-        let c = compare_results((na, ra), (nb, rb), tol, metrics)?;
+        if !is_refused(&ra) {
+            mark_metrics(&ra, metrics, &mut held);
+        }
+        let names = (pa.display().to_string(), pb.display().to_string());
+        let c = compare_results((&names.0, &ra), (&names.1, &rb), tol, metrics)?;
         total.compared += c.compared;
         total.points += 1;
         total.moved.extend(c.moved.into_iter().map(|mut m| {
-            m.point = Some((*file).clone());
+            m.point = Some(file.clone());
             m
         }));
         total
             .added
             .extend(c.added.into_iter().map(|path| format!("{file}: {path}")));
     }
+    let whose = format!("any measured point of {}", base.display());
+    check_metrics(&whose, metrics, &held)?;
     Ok(total)
 }
