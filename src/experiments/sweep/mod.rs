@@ -416,7 +416,7 @@ pub struct PointError {
 }
 
 /// Compares two sweep directories point by point: the same point files, each pair of
-/// results compared as [`compare_results`] does.
+/// results compared as [`crate::experiments::compare::compare_files`] compares two files.
 pub fn compare_sweeps(
     base: &Path,
     new: &Path,
