@@ -18,17 +18,18 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A quiet run of the tiny workload, before its output flags.
+const RUN: [&str; 6] = [
+    "run",
+    "--machine",
+    MACHINE,
+    "--workload",
+    WORKLOAD,
+    "--quiet",
+];
+
 fn run(extra: &[&str]) -> Outcome {
-    let mut args = vec![
-        "run",
-        "--machine",
-        MACHINE,
-        "--workload",
-        WORKLOAD,
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    pimdes(&args)
+    pimdes(&[&RUN[..], extra].concat())
 }
 
 fn run_out(out: &Path) -> Outcome {
@@ -295,14 +296,7 @@ fn a_failed_report_leaves_the_old_trace_in_place() {
     std::fs::write(&out, "old report").unwrap();
     std::fs::write(&trace, "old trace").unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_pimdes"))
-        .args([
-            "run",
-            "--machine",
-            MACHINE,
-            "--workload",
-            WORKLOAD,
-            "--quiet",
-        ])
+        .args(RUN)
         .args(["--out", out.to_str().unwrap()])
         .args(["--trace", trace.to_str().unwrap()])
         .env("PIMDES_TEST_HOLD_TEMPORARY_MS", "1500")
