@@ -216,28 +216,3 @@ fn a_bad_launch_limit_is_refused() {
     let o = run(&["--set", SMALL_MRAM, "--set", "batches.max_launches=1"]);
     assert_bad(&o, &["buffers for up to 5375 queries"]);
 }
-
-#[test]
-fn a_split_batch_cannot_be_traced() {
-    let trace = std::env::temp_dir().join(format!("pimdes-launches-{}.json", std::process::id()));
-    let o = run(&[
-        "--set",
-        SMALL_MRAM,
-        "--set",
-        "batches.max_launches=2",
-        "--trace",
-        trace.to_str().unwrap(),
-    ]);
-    // The advice leads out: batches.max_launches = 1 would only refuse the batch for MRAM.
-    assert_bad(
-        &o,
-        &[
-            "batches.max_launches",
-            "2 launches",
-            "--trace",
-            "dpu.mram_size_bytes",
-        ],
-    );
-    assert!(!o.stderr.contains("max_launches = 1"), "{}", o.stderr);
-    assert!(!trace.exists(), "no partial trace file");
-}

@@ -11,9 +11,11 @@ use pimdes::experiments::run::{RunReport, Silent, drive, run};
 use pimdes::forest::batch::DpuBatch;
 use pimdes::forest::reference::Answer;
 use pimdes::index::bforest::{BForest, Policies};
+use pimdes::index::{BatchWork, Index, IndexError, MramNeed, Record};
 use pimdes::machine::Machine;
 use pimdes::partition::by_name;
 use pimdes::policies::{BatchEnv, Cost, HostMerge, PostprocessingPolicy, Shape};
+use pimdes::system::program::Program;
 use pimdes::workload::Workload;
 
 /// Two ranks of 16 DPUs.
@@ -224,22 +226,79 @@ fn a_wrong_policy_fails_the_answer_check() {
 
 /// The verification failure of a run with postprocessing `policy`.
 fn verification_failure(policy: Box<dyn PostprocessingPolicy>) -> String {
-    let m = machine();
-    let w = workload(&[]);
+    let mut index = forest(policy);
+    drive_failure(&mut index)
+}
+
+/// B+-Forest on the tests' machine and workload, with postprocessing `policy`.
+fn forest(policy: Box<dyn PostprocessingPolicy>) -> BForest {
+    let (m, w) = (machine(), workload(&[]));
     let mut policies = Policies::of(&w).unwrap();
     policies.postprocessing = policy;
     let partitioner = by_name("qdd-double-scan").unwrap();
-    let mut index = pimdes::meter::quietly(|p| {
-        BForest::with_policies(&m, &w, partitioner.as_ref(), policies, p)
-    })
-    .unwrap();
+    pimdes::meter::quietly(|p| BForest::with_policies(&m, &w, partitioner.as_ref(), policies, p))
+        .unwrap()
+}
+
+/// The verification failure of driving `index` through the tests' run.
+fn drive_failure(index: &mut dyn Index) -> String {
+    let (m, w) = (machine(), workload(&[]));
     let config = EffectiveConfig {
         machine: m.raw.clone(),
         workload: w.raw.clone(),
     };
     let clock = pimdes::experiments::run::WallClock::start();
-    match drive(&m, &w, &mut index, config, &mut Silent, clock, None) {
+    match drive(&m, &w, index, config, &mut Silent, clock, None) {
         Err(Error::Verification(reason)) => reason,
         other => panic!("expected a verification failure, got {other:?}"),
     }
+}
+
+/// B+-Forest, except that batch 2 claims one checked answer fewer than it was asked for.
+struct LeavesOneUnchecked(BForest);
+
+impl Index for LeavesOneUnchecked {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn init_programs(&self) -> Vec<(&'static str, Program)> {
+        self.0.init_programs()
+    }
+    fn mram(&self) -> MramNeed {
+        self.0.mram()
+    }
+    fn run_batch(
+        &mut self,
+        batch: u64,
+        queries: u64,
+        measured: bool,
+        record: &Record,
+    ) -> Result<BatchWork, IndexError> {
+        let mut work = self.0.run_batch(batch, queries, measured, record)?;
+        if batch == 2 {
+            work.answers_verified -= 1;
+        }
+        Ok(work)
+    }
+    fn report(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.0.report()
+    }
+    fn table_rows(&self) -> Vec<(String, String)> {
+        self.0.table_rows()
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.0.warnings()
+    }
+}
+
+/// The driver counts the answers each batch checked: an index that leaves one unchecked
+/// fails the run, so a report's `answers_verified` is never a claim nobody checked.
+#[test]
+fn a_batch_with_an_unchecked_answer_fails_the_run() {
+    let mut index = LeavesOneUnchecked(forest(Box::new(HostMerge)));
+    let reason = drive_failure(&mut index);
+    assert_eq!(
+        reason,
+        "batch 2: 4000 queries asked for, the answers of 3999 checked against the reference"
+    );
 }

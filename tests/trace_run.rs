@@ -1,7 +1,7 @@
 //! `pimdes run --trace`: the file parses as Chrome trace-event JSON, spans on one exclusive
 //! resource never overlap, a batch's critical path nests in it and covers exactly its
-//! reported time, the file is byte-identical on any thread count, and bad trace flags are
-//! input errors.
+//! reported time, a split batch's tasklets run inside each of its launches, the file is
+//! byte-identical on any thread count, and bad trace flags are input errors.
 
 mod common;
 
@@ -145,10 +145,62 @@ fn spans_on_exclusive_resources_never_overlap_and_batches_are_covered() {
     assert!(by_track.keys().any(|&(pid, _)| pid >= 10));
 }
 
+/// A batch whose DPUs' shares are split over two launches to fit MRAM is traced launch by
+/// launch: the busiest DPU's tasklets run inside each of its rank's two kernels of the
+/// batch, and nowhere else.
 #[test]
-fn the_trace_is_byte_identical_on_one_and_all_threads() {
+fn a_split_batch_is_traced_launch_by_launch() {
+    // tiny.toml's busiest DPU needs 263,408 bytes in one launch, 177,424 in two.
+    let sets = [
+        "--set",
+        "machine.dpu.mram_size_bytes=200000",
+        "--set",
+        "batches.max_launches=2",
+    ];
+    let (report, trace) = traced("split.json", "2..3", &sets, None);
+    assert_eq!(report["launches_per_batch"], 2);
+    let v: Value = serde_json::from_str(&trace).unwrap();
+    let recorded: Vec<(u64, u64)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .filter_map(|e| {
+            let name = e["args"]["name"].as_str()?;
+            let rank = name.split("(rank ").nth(1)?.split(')').next()?;
+            Some((e["pid"].as_u64()?, rank.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(recorded.len(), 1, "the busiest DPU of one batch");
+    let (pid, rank) = recorded[0];
+    let by_track = spans(&trace);
+    let kernels: Vec<(f64, f64)> = by_track[&(3, rank)]
+        .iter()
+        .filter(|s| s.name == "kernel")
+        .map(|s| (s.start, s.end))
+        .collect();
+    assert_eq!(kernels.len(), 2, "batch 2's two launches on rank {rank}");
+    // Each launch's tasklets start with its kernel and stay inside it.
+    let mut starts_with = [false; 2];
+    let tasklets = by_track.iter().filter(|((p, _), _)| *p == pid);
+    for s in tasklets.flat_map(|(_, list)| list) {
+        let inside = |&(a, b): &(f64, f64)| s.start >= a - EPS_US && s.end <= b + EPS_US;
+        let k = kernels.iter().position(inside);
+        let k = k.unwrap_or_else(|| panic!("{} at {} is in no kernel", s.name, s.start));
+        starts_with[k] |= (s.start - kernels[k].0).abs() <= EPS_US;
+    }
+    assert_eq!(
+        starts_with,
+        [true, true],
+        "tasklets run from the start of both launches"
+    );
+}
+
+#[test]
+fn the_trace_is_byte_identical_on_one_and_three_threads() {
+    // Three, not the default: on a one-core runner the default would be one again.
     let (_, one) = traced("one.json", "1..3", &[], Some("1"));
-    let (_, all) = traced("all-threads.json", "1..3", &[], None);
+    let (_, all) = traced("three.json", "1..3", &[], Some("3"));
     assert_eq!(one, all);
     assert!(one.contains("\"tasklet 0\""));
 }

@@ -9,7 +9,7 @@ use crate::engine::Time;
 use crate::error::Error;
 use crate::experiments::partition::EffectiveConfig;
 use crate::experiments::timeline::{TraceDpus, TraceRequest, build_trace};
-use crate::index::{self, Index, IndexError, MramNeed, Record};
+use crate::index::{self, Index, IndexError, MramNeed, Record, Recording};
 use crate::machine::Machine;
 use crate::partition::Partitioner;
 use crate::system::exec::{
@@ -203,6 +203,8 @@ pub struct RunReport {
     pub saturated: bool,
     /// Kernel time of every DPU in every measured batch.
     pub dpu_kernel_us: Spread,
+    /// Every answer of every batch, warm-up included, was checked against the plain
+    /// reference (a run with a wrong or unchecked answer fails with exit code 3 instead).
     pub answers_verified: bool,
     /// Things the user should know, such as the partitioner's warnings.
     pub warnings: Vec<String>,
@@ -315,7 +317,6 @@ pub fn run_traced(
     let mut phases = crate::meter::Phases::new(&mut on_phase, meter);
     let mut index = index::build(machine, workload, partitioner, &mut phases)?;
     drop(phases);
-    check_trace(workload, index.as_ref(), trace.is_some())?;
     let config = EffectiveConfig::of(machine, workload, partitioner.name());
     drive(
         machine,
@@ -326,21 +327,6 @@ pub fn run_traced(
         clock,
         trace,
     )
-}
-
-/// Refuses a trace of a run whose batches take several launches per DPU (known once the
-/// index has checked MRAM): a trace records one launch per DPU and batch.
-fn check_trace(workload: &Workload, index: &dyn Index, traced: bool) -> Result<(), InputError> {
-    let launches = index.mram().launches_per_batch;
-    if !traced || launches == 1 {
-        return Ok(());
-    }
-    Err(workload.attribution.error_at(
-        "batches.max_launches",
-        format!(
-            "a DPU's largest share of a batch needs {launches} launches to fit its buffers in MRAM, and a trace (--trace) records one launch per DPU and batch; trace a smaller batch (queries.batch_size) or give the DPUs more MRAM (dpu.mram_size_bytes), so that one launch fits"
-        ),
-    ))
 }
 
 /// Simulated time the batches' fixed costs may add up to (u64 picoseconds hold about
@@ -384,8 +370,11 @@ struct Gathered {
     kernel_ns: Histogram<u64>,
     events: u64,
     kernel_wall_s: f64,
-    /// Recorded DPUs: (batch, DPU, tasklet timeline).
-    tasklets: Vec<(u64, u32, TaskletTimeline)>,
+    /// Queries asked of the index, and those whose answers it checked, over every batch.
+    asked: u64,
+    verified: u64,
+    /// Recorded DPUs, by batch.
+    tasklets: Vec<(u64, Recording)>,
 }
 
 /// What the index should record of batch `b` for `trace`.
@@ -423,6 +412,8 @@ pub fn drive(
         kernel_ns: histogram_ns(),
         events: 0,
         kernel_wall_s: 0.0,
+        asked: 0,
+        verified: 0,
         tasklets: Vec::new(),
     };
     let keep_spans = trace.map_or(0..0, |t| t.batches.clone());
@@ -430,8 +421,11 @@ pub fn drive(
         Executor::run_keeping(machine, protocol_of(workload), total, keep_spans, |b, n| {
             progress.batch(b, total);
             let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
+            check_verified(b, n, work.answers_verified)?;
+            g.verified += work.answers_verified;
+            g.asked += n;
             g.tasklets
-                .extend(work.timelines.into_iter().map(|(d, t)| (b, d, t)));
+                .extend(work.timelines.into_iter().map(|r| (b, r)));
             g.events += work.events;
             g.kernel_wall_s += work.kernel_wall_s;
             if b >= warmup {
@@ -453,17 +447,33 @@ pub fn drive(
     Ok((report, trace))
 }
 
+/// Refuses a batch in which the index checked fewer (or more) answers than the `queries`
+/// it was asked for: every answer of a run is checked against the reference.
+fn check_verified(batch: u64, queries: u64, verified: u64) -> Result<(), IndexError> {
+    if verified == queries {
+        return Ok(());
+    }
+    Err(IndexError::Verification(format!(
+        "batch {batch}: {queries} queries asked for, the answers of {verified} checked against the reference"
+    )))
+}
+
 /// A warning when a recorded tasklet timeline reached its bound of spans and was cut (its
 /// track in the trace ends with an event saying so).
-fn cut_timelines(recorded: &[(u64, u32, TaskletTimeline)]) -> Option<String> {
-    let cut: Vec<&TaskletTimeline> = recorded
+fn cut_timelines(recorded: &[(u64, Recording)]) -> Option<String> {
+    let cut: Vec<Vec<&TaskletTimeline>> = recorded
         .iter()
-        .map(|(_, _, t)| t)
-        .filter(|t| t.truncated)
+        .map(|(_, r)| {
+            r.launches
+                .iter()
+                .filter(|t| t.truncated)
+                .collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty())
         .collect();
-    let spans = cut.iter().map(|t| t.spans.len()).max()?;
+    let spans = cut.iter().flatten().map(|t| t.spans.len()).max()?;
     Some(format!(
-        "the trace's tasklet timelines of {} of its {} DPU batches were cut at their bound (up to {spans} spans each); trace fewer batches or DPUs to see them whole",
+        "the trace's tasklet timelines of {} of its {} DPU batches were cut at their bound (up to {spans} spans per launch); trace fewer batches or DPUs to see them whole",
         cut.len(),
         recorded.len()
     ))
@@ -824,7 +834,8 @@ fn report(
         latency_us: t.latency,
         saturated: saturated.is_some(),
         dpu_kernel_us: spread_us(&g.kernel_ns),
-        answers_verified: true,
+        // Always true: a batch with an unchecked answer stopped the run (`check_verified`).
+        answers_verified: g.verified == g.asked,
         warnings,
         mram: index.mram(),
         seed: workload.seed,

@@ -8,7 +8,8 @@
 //! - `ranks`: one thread per rank: SDK calls, pushes, pulls, launches, kernels;
 //! - `DPU d, batch b`: one thread per tasklet, its activity (running, dma, mutex, barrier).
 
-use crate::dpu::TaskletTimeline;
+use crate::engine::Time;
+use crate::index::Recording;
 use crate::machine::Machine;
 use crate::system::exec::{Timeline, Track};
 use crate::trace::{ArgValue, Trace};
@@ -62,12 +63,12 @@ const PID_RANKS: u32 = 3;
 const PID_FIRST_DPU: u32 = 10;
 
 /// The trace of the requested batches of `timeline`; `tasklets` holds the recorded DPUs,
-/// as (batch, DPU, timeline).
+/// by batch.
 pub fn build_trace(
     machine: &Machine,
     request: &TraceRequest,
     timeline: &Timeline,
-    tasklets: &[(u64, u32, TaskletTimeline)],
+    tasklets: &[(u64, Recording)],
 ) -> Trace {
     let mut trace = Trace::new(request.max_events);
     name_tracks(&mut trace, machine, timeline);
@@ -120,7 +121,10 @@ pub fn build_trace(
     add_tasklets(&mut trace, machine, timeline, tasklets);
     trace.set_other("time_unit", "simulated microseconds".into());
     // `truncated` is the file's bound; a timeline cut at its own share is counted apart.
-    let cut = tasklets.iter().filter(|(_, _, t)| t.truncated).count() as u64;
+    let cut = tasklets
+        .iter()
+        .filter(|(_, r)| r.launches.iter().any(|t| t.truncated))
+        .count() as u64;
     if cut > 0 {
         trace.set_other("tasklet_timelines_cut", ArgValue::U64(cut));
     }
@@ -147,30 +151,38 @@ fn name_tracks(trace: &mut Trace, machine: &Machine, timeline: &Timeline) {
     }
 }
 
-/// Each recorded DPU as a process of its own, its kernel starting where its rank's did.
+/// Each recorded DPU as a process of its own, each launch's kernel starting where its
+/// rank's did.
 fn add_tasklets(
     trace: &mut Trace,
     machine: &Machine,
     timeline: &Timeline,
-    tasklets: &[(u64, u32, TaskletTimeline)],
+    tasklets: &[(u64, Recording)],
 ) {
-    for (i, (batch, dpu, t)) in tasklets.iter().enumerate() {
-        let rank = machine.rank_of(*dpu);
-        let kernel = timeline
+    for (i, (batch, r)) in tasklets.iter().enumerate() {
+        let rank = machine.rank_of(r.dpu);
+        // The rank's kernels of the batch, in time order: one per launch.
+        let kernels: Vec<Time> = timeline
             .spans
             .iter()
-            .find(|s| s.batch == *batch && s.track == Track::Rank(rank) && s.name == "kernel");
-        let Some(kernel) = kernel else {
+            .filter(|s| s.batch == *batch && s.track == Track::Rank(rank) && s.name == "kernel")
+            .map(|s| s.start)
+            .collect();
+        if kernels.is_empty() {
             continue;
-        };
+        }
+        assert_eq!(kernels.len(), r.launches.len(), "one kernel per launch");
         let pid = PID_FIRST_DPU + i as u32;
-        let name = format!("DPU {dpu} (rank {rank}), batch {batch}");
+        let name = format!("DPU {} (rank {rank}), batch {batch}", r.dpu);
         trace.process(pid, &name, 3 + i as i64);
-        let tasklets = t.spans.iter().map(|s| s.tasklet + 1).max().unwrap_or(0);
+        let spans = r.launches.iter().flat_map(|t| &t.spans);
+        let tasklets = spans.map(|s| s.tasklet + 1).max().unwrap_or(0);
         for id in 0..tasklets {
             trace.thread(pid, id, &format!("tasklet {id}"), id as i64);
         }
-        t.add_to_trace(trace, pid, 0, machine.dpu.clock, kernel.start);
+        for (t, &start) in r.launches.iter().zip(&kernels) {
+            t.add_to_trace(trace, pid, 0, machine.dpu.clock, start);
+        }
     }
 }
 

@@ -39,6 +39,22 @@ impl DpuBatch {
     }
 }
 
+/// Every DPU's records in launch `launch` of `launches`, for launching DPUs `dpus` alone:
+/// their parts of `batches`, and no records for the other DPUs.
+pub fn launch_parts_of(
+    batches: &[DpuBatch],
+    dpus: std::ops::Range<usize>,
+    launch: u32,
+    launches: u32,
+) -> Vec<DpuBatch> {
+    (0..batches.len())
+        .map(|d| match dpus.contains(&d) {
+            true => batches[d].launch_part(launch, launches),
+            false => DpuBatch::default(),
+        })
+        .collect()
+}
+
 /// One DPU's fragments as they arrive, piece after piece of a batch routed in pieces. Joined
 /// in piece order they are the DPU's batch as routing the whole batch gives it, since a
 /// routing policy routes each query on its own.

@@ -42,10 +42,19 @@ pub struct BatchWork {
     pub events: u64,
     /// Wall seconds spent simulating the DPUs (a fact about the simulating host).
     pub kernel_wall_s: f64,
-    /// Answers checked against the reference.
+    /// Queries whose answers were checked against the reference: the driver refuses a
+    /// batch in which this is not every query it asked for.
     pub answers_verified: u64,
     /// The tasklet timelines asked for, by DPU (in the order asked).
-    pub timelines: Vec<(u32, TaskletTimeline)>,
+    pub timelines: Vec<Recording>,
+}
+
+/// One DPU's tasklets recorded through a batch: a timeline for each of its launches in the
+/// batch, in launch order (several when its share was split to fit MRAM).
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub dpu: u32,
+    pub launches: Vec<TaskletTimeline>,
 }
 
 /// Which DPUs of a batch to record tasklet by tasklet (for a trace).
@@ -97,13 +106,13 @@ pub(crate) fn host_step(
 }
 
 /// Every answer of batch `b` must equal the reference's `want`, and there must be one
-/// answer for each of the reference's.
+/// answer for each of the reference's. Returns how many were compared.
 pub(crate) fn verify(
     kind: QueryKind,
     b: u64,
     answers: &[Option<u64>],
     want: &[Option<u64>],
-) -> Result<(), IndexError> {
+) -> Result<u64, IndexError> {
     if answers.len() != want.len() {
         return Err(IndexError::Verification(format!(
             "batch {b} ({}): the DPUs answered {} queries, the reference {}",
@@ -113,7 +122,7 @@ pub(crate) fn verify(
         )));
     }
     match (0..answers.len()).find(|&i| answers[i] != want[i]) {
-        None => Ok(()),
+        None => Ok(want.len() as u64),
         Some(i) => Err(IndexError::Verification(format!(
             "batch {b}, query {i} ({}): the DPUs answered {:?}, the reference {:?}",
             kind.name(),

@@ -20,7 +20,7 @@
 //! from the stored kernel times and replies and checks every answer.
 
 use super::{
-    BatchWork, Index, IndexError, MramNeed, Record, busiest, check_tasklets, host_step,
+    BatchWork, Index, IndexError, MramNeed, Record, Recording, busiest, check_tasklets, host_step,
     streaming_time,
 };
 use crate::config::InputError;
@@ -305,16 +305,15 @@ impl PimTree {
         Ok(timeline)
     }
 
-    fn record(
-        &mut self,
-        b: usize,
-        record: &Record,
-    ) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
+    fn record(&mut self, b: usize, record: &Record) -> Result<Vec<Recording>, IndexError> {
         let Some((dpus, max_spans)) = record.dpus(&self.results[b].kernel) else {
             return Ok(Vec::new());
         };
         dpus.into_iter()
-            .map(|d| Ok((d, self.record_dpu(b, d, max_spans)?)))
+            .map(|dpu| {
+                let launches = vec![self.record_dpu(b, dpu, max_spans)?];
+                Ok(Recording { dpu, launches })
+            })
             .collect()
     }
 
@@ -394,7 +393,7 @@ impl Index for PimTree {
             )));
         }
         let answers = round.fill(&self.results[b].replies);
-        super::verify(QueryKind::Get, batch, &answers, &self.reference.answers(b))?;
+        let verified = super::verify(QueryKind::Get, batch, &answers, &self.reference.answers(b))?;
         let (program, payload, moved) = self.program(b);
         if measured {
             let round = &self.rounds[b];
@@ -415,7 +414,7 @@ impl Index for PimTree {
             // The DPUs were simulated DPU-major, all batches together (image builds included,
             // the passes over the data not): an equal share each.
             kernel_wall_s: self.sim_wall_s / self.rounds.len() as f64,
-            answers_verified: queries,
+            answers_verified: verified,
             timelines,
         })
     }

@@ -439,7 +439,7 @@ impl super::Index for PimTreeOrdered {
         }
         let answers = self.answers(b);
         let want = self.reference.answers(b);
-        verify(self.kind, batch, &answers, &want)?;
+        let verified = verify(self.kind, batch, &answers, &want)?;
         if self.kind == QueryKind::Predecessor {
             self.verify_keys(b, &want)?;
         }
@@ -463,7 +463,7 @@ impl super::Index for PimTreeOrdered {
             dpu_kernel,
             events: result.events,
             kernel_wall_s: self.sim_wall_s / self.plans.len() as f64,
-            answers_verified: queries,
+            answers_verified: verified,
             timelines: Vec::new(),
         })
     }
@@ -688,4 +688,69 @@ fn check_rounds(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Override;
+    use crate::index::Index;
+
+    /// A predecessor run on one rank of 16 DPUs where every pair has the same value.
+    fn index() -> PimTreeOrdered {
+        let parse = |sets: &[&str]| -> Vec<Override> {
+            sets.iter().map(|s| Override::parse(s).unwrap()).collect()
+        };
+        let machine = Machine::from_toml_str(
+            "paper-2rank.toml",
+            include_str!("../../machines/paper-2rank.toml"),
+            &parse(&["machine.ranks=1", "machine.usable_dpus=16"]),
+        )
+        .unwrap();
+        let sets = [
+            "queries.kind=predecessor",
+            "data.pairs=120000",
+            "data.value_domain=1",
+            "queries.batch_size=3000",
+            "batches.warmup=1",
+            "batches.measured=1",
+        ];
+        let workload = Workload::from_toml_str(
+            "pim-tree-get.toml",
+            include_str!("../../workloads/pim-tree-get.toml"),
+            &parse(&sets),
+        )
+        .unwrap();
+        crate::meter::quietly(|p| PimTreeOrdered::new(&machine, &workload, p)).unwrap()
+    }
+
+    /// With one value for all pairs, a query answered from another query's pair has the
+    /// right value: only the key check catches it.
+    #[test]
+    fn a_predecessor_answered_from_the_wrong_key_fails_the_check() {
+        let mut index = index();
+        let queries = index.plans[0].answer_spans.len() as u64;
+        let first_of = |index: &PimTreeOrdered, i: usize| {
+            let (a, z) = index.plans[0].answer_spans[i];
+            (a < z).then_some(a as usize)
+        };
+        let resolved = index.reference.resolved_keys(0);
+        // Two answered queries resolved to different keys.
+        let (i, j) = (0..queries as usize)
+            .filter_map(|i| first_of(&index, i).map(|_| i))
+            .collect::<Vec<_>>()
+            .windows(2)
+            .map(|w| (w[0], w[1]))
+            .find(|&(i, j)| resolved[i] != resolved[j])
+            .expect("two queries with different predecessors");
+        let (fi, fj) = (first_of(&index, i).unwrap(), first_of(&index, j).unwrap());
+        let fetched = &mut index.plans[0].fetched;
+        fetched[fi] = fetched[fj];
+        let e = index
+            .run_batch(0, queries, true, &Record::Nothing)
+            .expect_err("the wrong key is caught");
+        let reason = e.to_string();
+        let expected = format!("batch 0, query {i} (predecessor): answered from key");
+        assert!(reason.starts_with(&expected), "{reason}");
+    }
 }

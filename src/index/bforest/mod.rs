@@ -17,13 +17,13 @@
 pub mod stream;
 
 use super::{
-    BatchWork, Index, IndexError, MramNeed, Record, busiest, check_tasklets, host_step,
+    BatchWork, Index, IndexError, MramNeed, Record, Recording, busiest, check_tasklets, host_step,
     streaming_time,
 };
 use crate::config::InputError;
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
-use crate::forest::batch::{DpuBatch, largest_launch_records, launch_records};
+use crate::forest::batch::{DpuBatch, largest_launch_records, launch_parts_of, launch_records};
 use crate::forest::build::{
     DpuTrees, TreeScratch, build_dpu_trees_into, chunk_key_range, chunks_per_dpu,
 };
@@ -320,16 +320,12 @@ impl BForest {
             policies::postprocess(&*self.policies.postprocessing, &env, &routed, &evaluated, n);
         // Open arrivals may take fewer queries than the batch holds: its first `n`.
         let want = reference.answers(batch as usize);
-        super::verify(env.kind, batch, &post.answers, &want[..n])?;
-        // A trace is refused up front when the run's largest shares need several launches
-        // (see `check_trace`), even if this batch takes one: the rerun needs the one
-        // launch's buffers still in MRAM.
+        let verified = super::verify(env.kind, batch, &post.answers, &want[..n])?;
         let timelines = record_dpus(
             &*self.policies.evaluation,
-            &env,
-            &mut self.system,
+            (&env, &mut self.system),
             &routed.batches,
-            &evaluated.per_dpu,
+            (&kernel, &evaluated.per_dpu),
             record,
         )?;
         let program = self.program([routed.work, post.work], &env, &shape, &kernel);
@@ -345,7 +341,7 @@ impl BForest {
             dpu_kernel: evaluated.per_dpu,
             events: evaluated.events,
             kernel_wall_s,
-            answers_verified: n as u64,
+            answers_verified: verified,
             timelines,
         })
     }
@@ -409,6 +405,9 @@ impl BForest {
             dpu_kernel: evaluated.per_dpu,
             events: evaluated.events,
             kernel_wall_s,
+            // `Streamer::evaluate` checked the partial answer of every one of the batch's
+            // fragments (it counts them), which is how a streamed batch checks its queries:
+            // their merged answers are never held.
             answers_verified: queries,
             timelines: Vec::new(),
         })
@@ -675,32 +674,75 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Reruns the kernels of the DPUs `record` asks for, recording their tasklets; a rerun
-/// that takes another number of cycles than the first run is a simulator bug.
+/// Records the tasklets of the DPUs `record` asks for, launch by launch (`kernel` holds each
+/// launch's kernel time on every DPU, `per_dpu` their sums), by running those DPUs again.
+/// The trace's bound on a recording's spans is shared among its launches.
 fn record_dpus(
     evaluation: &dyn EvaluationPolicy,
-    env: &BatchEnv,
-    system: &mut System,
+    (env, system): (&BatchEnv, &mut System),
     batches: &[DpuBatch],
-    per_dpu: &[Time],
+    (kernel, per_dpu): (&[Vec<Time>], &[Time]),
     record: &Record,
-) -> Result<Vec<(u32, TaskletTimeline)>, IndexError> {
+) -> Result<Vec<Recording>, IndexError> {
     let Some((dpus, max_spans)) = record.dpus(per_dpu) else {
         return Ok(Vec::new());
     };
+    let launches = kernel.len() as u32;
+    let spans = (max_spans / launches as usize).max(1);
     let mut out = Vec::with_capacity(dpus.len());
-    for d in dpus {
-        let (report, timeline) = evaluation.record(env, system, batches, d, max_spans)?;
-        let again = system.dpus()[d as usize].duration(&report);
-        if again != per_dpu[d as usize] {
-            return Err(IndexError::Verification(format!(
-                "DPU {d}: the recorded rerun of its kernel took {again:?}, the first run {:?}",
-                per_dpu[d as usize]
-            )));
-        }
-        out.push((d, timeline));
+    for dpu in dpus {
+        let timelines = (0..launches)
+            .map(|l| {
+                let first = kernel[l as usize][dpu as usize];
+                let launch = (dpu, l, launches);
+                record_launch(
+                    evaluation,
+                    (env, &mut *system),
+                    batches,
+                    launch,
+                    first,
+                    spans,
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        out.push(Recording {
+            dpu,
+            launches: timelines,
+        });
     }
     Ok(out)
+}
+
+/// Runs launch `l` of `launches` of DPU `dpu` again, recording its tasklets; the rerun must
+/// take the `first` run's time.
+fn record_launch(
+    evaluation: &dyn EvaluationPolicy,
+    (env, system): (&BatchEnv, &mut System),
+    batches: &[DpuBatch],
+    (dpu, l, launches): (u32, u32, u32),
+    first: Time,
+    max_spans: usize,
+) -> Result<TaskletTimeline, IndexError> {
+    let d = dpu as usize;
+    let part: Vec<DpuBatch>;
+    let batches = if launches == 1 {
+        // Its buffers are still in MRAM.
+        batches
+    } else {
+        // The later launches overwrote its buffers: this DPU's part of launch `l` is
+        // evaluated alone first, which writes them again.
+        part = launch_parts_of(batches, d..d + 1, l, launches);
+        evaluation.evaluate(env, system, &part, d..d + 1)?;
+        &part
+    };
+    let (report, timeline) = evaluation.record(env, system, batches, dpu, max_spans)?;
+    let again = system.dpus()[d].duration(&report);
+    if again != first {
+        return Err(IndexError::Verification(format!(
+            "DPU {dpu}: the recorded rerun of launch {l} of {launches} took {again:?}, the first run {first:?}"
+        )));
+    }
+    Ok(timeline)
 }
 
 /// Evaluates a routed batch in `launches` launches, one after another on every DPU: each
@@ -717,17 +759,9 @@ fn evaluate_launches(
     }
     (0..launches)
         .map(|l| {
-            let part = launch_parts(batches, l, launches);
+            let part = launch_parts_of(batches, 0..batches.len(), l, launches);
             policies::evaluate(evaluation, env, system, &part)
         })
-        .collect()
-}
-
-/// Every DPU's records of launch `launch` of `launches`.
-fn launch_parts(batches: &[DpuBatch], launch: u32, launches: u32) -> Vec<DpuBatch> {
-    batches
-        .iter()
-        .map(|b| b.launch_part(launch, launches))
         .collect()
 }
 

@@ -25,7 +25,7 @@
 use super::distinct_queries;
 use crate::dpu::LaunchReport;
 use crate::forest::batch::{
-    DpuBatch, Gathered, launch_records, query_record_bytes, result_record_bytes,
+    DpuBatch, Gathered, launch_parts_of, launch_records, query_record_bytes, result_record_bytes,
 };
 use crate::forest::build::chunk_key_range;
 #[cfg(doc)]
@@ -317,9 +317,9 @@ pub struct Streamer<'a> {
 }
 
 impl Streamer<'_> {
-    /// Evaluates batch `counted` a group at a time, a window at a time: for each launch,
-    /// every DPU's launch report, in DPU order. `meter` counts each fragment once routed
-    /// and once evaluated.
+    /// Evaluates batch `counted` a group at a time, a window at a time, and checks the
+    /// result of every fragment: for each launch, every DPU's launch report, in DPU order.
+    /// `meter` counts each fragment once routed and once evaluated.
     pub fn evaluate(
         &self,
         system: &mut System,
@@ -331,6 +331,7 @@ impl Streamer<'_> {
         let mut reports: Vec<Vec<LaunchReport>> = (0..self.launches)
             .map(|_| Vec::with_capacity(fragments.len()))
             .collect();
+        let mut checked = 0u64;
         for group in runs(fragments, 0..fragments.len(), self.budget.group_fragments) {
             let ranges = key_ranges(self.partitioning, &self.prepared.data, &group);
             let mut batches = route_group(
@@ -343,25 +344,33 @@ impl Streamer<'_> {
             meter.add(fragments[group.clone()].iter().sum());
             for w in runs(fragments, group, self.budget.window_fragments) {
                 let done: u64 = fragments[w.clone()].iter().sum();
-                let window = self.evaluate_window(system, &mut batches, w)?;
+                let (window, records) = self.evaluate_window(system, &mut batches, w)?;
                 for (all, launch) in reports.iter_mut().zip(window) {
                     all.extend(launch);
                 }
+                checked += records;
                 meter.add(done);
             }
+        }
+        let total = counted.shape.total_fragments();
+        if checked != total {
+            return Err(IndexError::Verification(format!(
+                "batch {}: the results of {checked} of its {total} fragments were checked against the reference",
+                self.batch
+            )));
         }
         Ok(reports)
     }
 
     /// Answers the fragments of DPUs `dpus` plainly (resolving gets), evaluates them on the
     /// DPUs launch after launch, checks every result, and discards their buffers from
-    /// MRAM. Returns, for each launch, the DPUs' launch reports.
+    /// MRAM. Returns, for each launch, the DPUs' launch reports, and the results checked.
     fn evaluate_window(
         &self,
         system: &mut System,
         batches: &mut [DpuBatch],
         dpus: Range<usize>,
-    ) -> Result<Vec<Vec<LaunchReport>>, IndexError> {
+    ) -> Result<(Vec<Vec<LaunchReport>>, u64), IndexError> {
         let (cold, hot) = self.chunks;
         let kind = self.env.kind;
         let expected: Vec<Vec<Answer>> = batches[dpus.clone()]
@@ -370,17 +379,13 @@ impl Streamer<'_> {
             .map(|(b, d)| expected_answers(kind, &self.prepared.data, [&cold[d], &hot[d]], b))
             .collect();
         let mut reports = Vec::with_capacity(self.launches as usize);
+        let mut checked = 0u64;
         for l in 0..self.launches {
             let split: Vec<DpuBatch>;
             let launch = if self.launches == 1 {
                 &*batches
             } else {
-                split = (0..batches.len())
-                    .map(|d| match dpus.contains(&d) {
-                        true => batches[d].launch_part(l, self.launches),
-                        false => DpuBatch::default(),
-                    })
-                    .collect();
+                split = launch_parts_of(batches, dpus.clone(), l, self.launches);
                 &split
             };
             let part = self
@@ -408,6 +413,7 @@ impl Streamer<'_> {
                         want[i]
                     )));
                 }
+                checked += want.len() as u64;
             }
             reports.push(part.reports);
         }
@@ -417,7 +423,7 @@ impl Streamer<'_> {
         {
             dpu.mram_mut().discard_from(layout.query_base);
         }
-        Ok(reports)
+        Ok((reports, checked))
     }
 }
 
