@@ -198,10 +198,11 @@ pub fn arithmetic(machine: &Machine) -> Result<Vec<ArithmeticRecord>, LaunchErro
             }
         }
     }
-    configs
-        .into_par_iter()
-        .map(|(op, ty, tasklets)| run_one(machine, op, ty, tasklets))
-        .collect()
+    super::in_order(
+        configs
+            .into_par_iter()
+            .map(|(op, ty, tasklets)| run_one(machine, op, ty, tasklets)),
+    )
 }
 
 fn run_one(

@@ -215,10 +215,49 @@ fn launch_one<K: Kernel>(
     Ok((report, dpu))
 }
 
+/// The records of a suite's configurations, simulated in parallel, in their order; on
+/// failure, the error of the first failing configuration. (A parallel `collect` into a
+/// `Result` returns whichever error a thread met first, so the message, and for PrIM even
+/// the exit code, would depend on the thread count.)
+fn in_order<T: Send, E: Send>(
+    configs: impl rayon::iter::IndexedParallelIterator<Item = Result<T, E>>,
+) -> Result<Vec<T>, E> {
+    let all: Vec<Result<T, E>> = configs.collect();
+    all.into_iter().collect()
+}
+
 /// `bytes` moved in `cycles` at the DPU clock, in MB/s (10^6 bytes per second).
 fn mb_per_s(machine: &Machine, bytes: u64, cycles: u64) -> f64 {
     if cycles == 0 {
         return 0.0;
     }
     bytes as f64 * machine.dpu.clock.hz() as f64 / cycles as f64 / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rayon::prelude::*;
+
+    /// The first configuration fails last in wall time, on a pool of its own: still its
+    /// error is the one returned.
+    #[test]
+    fn the_first_failing_configuration_is_reported_whatever_the_threads() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let configs: Vec<u32> = (0..1000).collect();
+        let result = pool.install(|| {
+            in_order(configs.par_iter().map(|&i| match i {
+                0 => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    Err(i)
+                }
+                i if i >= 500 => Err(i),
+                i => Ok(i),
+            }))
+        });
+        assert_eq!(result, Err(0));
+    }
 }

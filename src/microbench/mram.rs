@@ -83,38 +83,35 @@ pub fn mram(machine: &Machine) -> Result<Vec<MramRecord>, LaunchError> {
             size *= 2;
         }
     }
-    configs
-        .into_par_iter()
-        .map(|(direction, size)| {
-            let bytes = (size as u64 * REPETITIONS) as usize;
-            let kernel = BackToBack { direction, size };
-            let (report, dpu) = launch_one(machine, &kernel, 1, |d| {
-                if direction == DmaDirection::Read {
-                    let mut source = vec![0; bytes];
-                    fill(&mut source, 0);
-                    d.mram_mut().write(0, &source);
-                }
-            })?;
-            let mut written = vec![0; bytes];
-            dpu.mram().read(0, &mut written);
-            if let Some((a, b)) = mismatch(&written, 0) {
-                let what = match direction {
-                    DmaDirection::Read => "reads",
-                    DmaDirection::Write => "writes",
-                };
-                let reason = format!("MRAM byte {a} is {b} after the {what}");
-                let error = KernelError::Kernel { tasklet: 0, reason };
-                return Err(LaunchError { dpu: 0, error });
+    super::in_order(configs.into_par_iter().map(|(direction, size)| {
+        let bytes = (size as u64 * REPETITIONS) as usize;
+        let kernel = BackToBack { direction, size };
+        let (report, dpu) = launch_one(machine, &kernel, 1, |d| {
+            if direction == DmaDirection::Read {
+                let mut source = vec![0; bytes];
+                fill(&mut source, 0);
+                d.mram_mut().write(0, &source);
             }
-            Ok(MramRecord {
-                direction,
-                size_bytes: size,
-                tasklets: 1,
-                latency_cycles: report.cycles as f64 / REPETITIONS as f64,
-                bandwidth_mb_per_s: mb_per_s(machine, size as u64 * REPETITIONS, report.cycles),
-            })
+        })?;
+        let mut written = vec![0; bytes];
+        dpu.mram().read(0, &mut written);
+        if let Some((a, b)) = mismatch(&written, 0) {
+            let what = match direction {
+                DmaDirection::Read => "reads",
+                DmaDirection::Write => "writes",
+            };
+            let reason = format!("MRAM byte {a} is {b} after the {what}");
+            let error = KernelError::Kernel { tasklet: 0, reason };
+            return Err(LaunchError { dpu: 0, error });
+        }
+        Ok(MramRecord {
+            direction,
+            size_bytes: size,
+            tasklets: 1,
+            latency_cycles: report.cycles as f64 / REPETITIONS as f64,
+            bandwidth_mb_per_s: mb_per_s(machine, size as u64 * REPETITIONS, report.cycles),
         })
-        .collect()
+    }))
 }
 
 #[cfg(test)]

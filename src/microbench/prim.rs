@@ -275,10 +275,11 @@ pub fn prim(
 ) -> Result<Vec<PrimRecord>, Error> {
     use rayon::prelude::*;
     let (points, _) = points(benchmark, machine, sweep)?;
-    points
-        .par_iter()
-        .map(|&(d, n)| one(benchmark, machine, d, n))
-        .collect()
+    super::in_order(
+        points
+            .par_iter()
+            .map(|&(d, n)| one(benchmark, machine, d, n)),
+    )
 }
 
 /// One run: the kernel on every DPU that differs, the host's transfers, the published run.

@@ -228,10 +228,11 @@ pub fn stream(machine: &Machine) -> Result<Vec<StreamRecord>, LaunchError> {
             }
         }
     }
-    configs
-        .into_par_iter()
-        .map(|(kernel, memory, tasklets)| run_one(machine, kernel, memory, tasklets))
-        .collect()
+    super::in_order(
+        configs
+            .into_par_iter()
+            .map(|(kernel, memory, tasklets)| run_one(machine, kernel, memory, tasklets)),
+    )
 }
 
 fn run_one(
