@@ -174,6 +174,17 @@ pub fn legacy_temporary_target(file_name: &str) -> Option<&str> {
     ours.then_some(target)
 }
 
+/// The process that named temporary file `file_name` (`...tmp-PID-N`), when it is another
+/// one and still runs on this machine: its file is being written, not left behind by a
+/// killed process. `None` otherwise, and wherever processes cannot be looked up (no
+/// `/proc`), so that such leftovers are still cleared there.
+pub fn live_writer(file_name: &str) -> Option<u32> {
+    let (_, tail) = file_name.rsplit_once(TEMPORARY_MARK)?;
+    let pid: u32 = tail.split_once('-')?.0.parse().ok()?;
+    let alive = pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists();
+    alive.then_some(pid)
+}
+
 /// Writes `bytes` to the target atomically: all of it or nothing, and the temporary file
 /// is removed whatever fails. The target is checked again just before the rename, since
 /// the file system may have changed during the simulation.

@@ -8,6 +8,10 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// A process id above Linux's largest (2^22): no process runs under it, so a temporary
+/// file named after it was left by a killed process.
+const DEAD_PID: u32 = 4_999_999;
+
 fn dir(name: &str) -> PathBuf {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&d);
@@ -99,8 +103,16 @@ fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
         .collect();
     std::fs::remove_file(killed.join(names[0])).unwrap();
     std::fs::remove_file(killed.join("results.csv")).unwrap();
-    std::fs::write(killed.join(format!(".{}.tmp-999-0", names[1])), "{ half").unwrap();
-    std::fs::write(killed.join(format!("{}.tmp-998-0", names[1])), "{ older").unwrap();
+    std::fs::write(
+        killed.join(format!(".{}.tmp-{DEAD_PID}-0", names[1])),
+        "{ half",
+    )
+    .unwrap();
+    std::fs::write(
+        killed.join(format!("{}.tmp-{DEAD_PID}-1", names[1])),
+        "{ older",
+    )
+    .unwrap();
     // A result of another configuration under a point's name is not taken as the point's.
     std::fs::copy(killed.join(names[3]), killed.join(names[2])).unwrap();
     let o = sweep(&[s(&m), "--out", s(&killed), "--jobs", "2"]);
@@ -241,7 +253,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 17] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 19] = [
     // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
     // and one that looks like another key.
     (
@@ -313,6 +325,20 @@ const BAD_MANIFESTS: [(&str, &[&str]); 17] = [
     (
         "command = \"run\"\n[ranges]\nseed = [0, 99_999]\n[grid]\nqueries.skew = [0.6, 1.0]",
         &["more than 100000 points"],
+    ),
+    (
+        "command = \"run\"\nrepetitions = 0",
+        &[
+            "key `repetitions`",
+            "expected a whole number from 1 to 4294967295",
+        ],
+    ),
+    (
+        "command = \"run\"\nrepetitions = -1",
+        &[
+            "key `repetitions`",
+            "expected a whole number from 1 to 4294967295",
+        ],
     ),
     (
         "command = \"run\"\n[ranges]\nseed = [0, 3]\n[grid]\nseed = [1]",
@@ -559,15 +585,19 @@ fn a_sweep_killed_while_writing_its_index_can_be_rerun() {
     let m = manifest(&d, "command = \"partition\"");
     let out = d.join("out");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join(".sweep.json.tmp-4242-0"), "{\"format\": 1, \"comm").unwrap();
+    std::fs::write(
+        out.join(format!(".sweep.json.tmp-{DEAD_PID}-0")),
+        "{\"format\": 1, \"comm",
+    )
+    .unwrap();
     let o = sweep(&[s(&m), "--out", s(&out)]);
     assert!(o.stdout.contains("1 run, 0 up to date"), "{}", o.stdout);
-    assert!(!out.join(".sweep.json.tmp-4242-0").exists());
+    assert!(!out.join(format!(".sweep.json.tmp-{DEAD_PID}-0")).exists());
     // A user's file beside it still makes the directory someone else's.
     let d = dir("sweep_killed_index_and_notes");
     let out = d.join("out");
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join(".sweep.json.tmp-4242-0"), "").unwrap();
+    std::fs::write(out.join(format!(".sweep.json.tmp-{DEAD_PID}-0")), "").unwrap();
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
     let o = pimdes(&["sweep", s(&m), "--out", s(&out)]);
     assert_bad(&o, &["is not empty and holds no sweep.json"]);
@@ -580,4 +610,42 @@ fn an_out_directory_that_cannot_be_made_is_a_bad_flag() {
     // Nothing can be created in /proc (Linux), whatever the user's rights.
     let o = pimdes(&["sweep", s(&m), "--out", "/proc/pimdes-sweep-test"]);
     assert_bad(&o, &["--out: cannot create /proc/pimdes-sweep-test"]);
+}
+
+/// A running process's temporary files are being written, not left behind: a whole sweep
+/// leaves a `--point` job's alone, and a sweep that is writing its index keeps another
+/// from starting in the same directory. (Processes are looked up in Linux's /proc.)
+#[cfg(target_os = "linux")]
+#[test]
+fn a_running_sweeps_temporary_files_are_left_alone() {
+    let mut live = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid = live.id();
+    let d = dir("sweep_live_temporaries");
+    let m = manifest(&d, "command = \"partition\"");
+    let out = d.join("out");
+    sweep(&[s(&m), "--out", s(&out)]);
+    let writing = out.join(format!(".point.json.tmp-{pid}-0"));
+    let left = out.join(format!(".point.json.tmp-{DEAD_PID}-0"));
+    std::fs::write(&writing, "{ half").unwrap();
+    std::fs::write(&left, "{ half").unwrap();
+    sweep(&[s(&m), "--out", s(&out)]);
+    assert!(writing.exists(), "a running process's file is kept");
+    assert!(!left.exists(), "a killed process's file is removed");
+
+    let starting = d.join("starting");
+    std::fs::create_dir_all(&starting).unwrap();
+    std::fs::write(starting.join(format!(".sweep.json.tmp-{pid}-0")), "").unwrap();
+    let o = pimdes(&["sweep", s(&m), "--out", s(&starting)]);
+    assert_bad(
+        &o,
+        &[
+            "--out",
+            &format!("another sweep (process {pid}) is writing its index"),
+        ],
+    );
+    live.kill().unwrap();
+    live.wait().unwrap();
 }

@@ -507,6 +507,10 @@ fn readable(reason: &str) -> String {
             ", expected u32",
             ", expected a whole number from 0 to 4294967295",
         ),
+        (
+            ", expected a nonzero u32",
+            ", expected a whole number from 1 to 4294967295",
+        ),
         (", expected f64", ", expected a number"),
     ];
     match plain.iter().find(|(rust, _)| reason.ends_with(rust)) {

@@ -6,6 +6,7 @@ use crate::config::{InputError, Override, Source, read_toml_file};
 use crate::experiments::plot::PlotSpec;
 use crate::rng;
 use serde::Deserialize;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 /// The command every point runs.
@@ -25,8 +26,8 @@ impl SweepCommand {
     }
 }
 
-fn one() -> u32 {
-    1
+fn one() -> NonZeroU32 {
+    NonZeroU32::MIN
 }
 
 /// The manifest as written.
@@ -44,7 +45,7 @@ pub struct RawManifest {
     pub partitioner: Option<String>,
     /// Runs of each point with derived seeds (see [`repetition_seed`]).
     #[serde(default = "one")]
-    pub repetitions: u32,
+    pub repetitions: NonZeroU32,
     /// `--set` overrides of every point.
     #[serde(default)]
     pub set: toml::Table,
@@ -205,16 +206,17 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     let axes = axes(&raw, &origin)?;
     check_keys(&raw, &fixed, &axes, &origin)?;
     let fixed_sets = sets(&fixed, &origin, "set")?;
-    let base_seed = if raw.repetitions > 1 {
+    let repetitions = raw.repetitions.get();
+    let base_seed = if repetitions > 1 {
         seed_of(&workload, &overrides(&fixed_sets)?)?
     } else {
         0
     };
     let mut param_names: Vec<String> = axes.iter().flat_map(|a| a.keys.clone()).collect();
-    if raw.repetitions > 1 {
+    if repetitions > 1 {
         param_names.extend(["repetition".to_owned(), "seed".to_owned()]);
     }
-    let points = expand(&axes, raw.repetitions, base_seed, &fixed_sets, &origin)?;
+    let points = expand(&axes, repetitions, base_seed, &fixed_sets, &origin)?;
     check_plots(&raw.plot, raw.command, &param_names, &origin)?;
     Ok(Manifest {
         origin,
@@ -412,9 +414,6 @@ fn check_keys(
     axes: &[Axis],
     origin: &str,
 ) -> Result<(), InputError> {
-    if raw.repetitions == 0 {
-        return Err(InputError::key(origin, "repetitions", "must be at least 1"));
-    }
     let mut seen: Vec<&str> = Vec::new();
     let keys = fixed
         .iter()
@@ -449,7 +448,7 @@ fn check_keys(
                 "would be overridden by the manifest's `partitioner` (its --partitioner); give one of them",
             ));
         }
-        if raw.repetitions > 1 && (key == "seed" || key == "repetition") {
+        if raw.repetitions.get() > 1 && (key == "seed" || key == "repetition") {
             return Err(InputError::key(
                 origin,
                 key,

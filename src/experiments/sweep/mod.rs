@@ -191,7 +191,7 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
 }
 
 /// Removes temporary files a killed sweep left beside its points' files, its tables and its
-/// figures.
+/// figures; not those of a process still running (a `--point` of the same sweep).
 pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
     let fail = |e: std::io::Error| Error::Output {
         path: dir.display().to_string(),
@@ -208,7 +208,8 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
         // `.FILE.tmp-PID-N`, and `FILE.tmp-PID-N` of sweeps written by earlier versions
         // (only with such a tail: `results.csv.tmp-keep` is a user's file).
         let target = temporary_target(&name).or_else(|| legacy_temporary_target(&name));
-        let stale = target.is_some_and(|file| ours.iter().any(|o| o == file));
+        let stale = target.is_some_and(|file| ours.iter().any(|o| o == file))
+            && crate::output::live_writer(&name).is_none();
         if stale {
             std::fs::remove_file(entry.path()).map_err(fail)?;
         }
