@@ -27,7 +27,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "A", default_value_t = 0.0)]
     atol: f64,
     /// Compare only this metric (a dotted path such as `batch_time_us.mean`, or a section such
-    /// as `breakdown_us`). Repeatable; default: every number and flag except `host`.
+    /// as `breakdown_us`). Repeatable; default: every number and flag outside `host`,
+    /// `config`, `git_commit` and `schema_version`.
     #[arg(long = "metric", value_name = "PATH")]
     metrics: Vec<String>,
 }
