@@ -216,6 +216,16 @@ pub enum DmaDirection {
     Write,
 }
 
+impl DmaDirection {
+    /// The DPU SDK's call for a transfer in this direction.
+    pub fn sdk_call(self) -> &'static str {
+        match self {
+            DmaDirection::Read => "mram_read",
+            DmaDirection::Write => "mram_write",
+        }
+    }
+}
+
 /// The DMA engine of one DPU. Per-byte costs are kept in thousandths of a cycle so that
 /// 0.5 cycle per byte stays exact.
 #[derive(Debug, Clone, PartialEq)]

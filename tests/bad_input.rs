@@ -348,7 +348,7 @@ fn machine_too_small_for_a_microbenchmark_names_the_key() {
             "error: --set machine.dpu.wram_size_bytes=512: key `dpu.wram_size_bytes`",
             "WRAM overflow",
             "DPU 0",
-            "the stacks of 1 tasklets (",
+            "the stacks of 1 tasklet(s) (",
         ],
     );
     assert!(!o.stderr.contains("simulator bug"), "{}", o.stderr);

@@ -263,11 +263,11 @@ fn bad_trace_flags_are_input_errors() {
         ),
         (
             vec!["--trace", p, "--trace-batches", "18446744073709551615"],
-            "--trace-batches: `18446744073709551615` is not a non-empty range",
+            "--trace-batches: `18446744073709551615` is not among the run's batches 0 to 4",
         ),
         (
             vec!["--trace", p, "--trace-batches", "3..3"],
-            "--trace-batches: `3..3` is not a non-empty range",
+            "--trace-batches: `3..3` holds no batch",
         ),
         (
             vec!["--trace", p, "--trace-batches", "0..99"],
@@ -284,6 +284,10 @@ fn bad_trace_flags_are_input_errors() {
         (
             vec!["--trace", p, "--trace-dpus", "1,a"],
             "--trace-dpus: `a` is not a DPU number",
+        ),
+        (
+            vec!["--trace", p, "--trace-dpus", "busiest,0"],
+            "--trace-dpus: `busiest` stands alone",
         ),
     ] {
         let mut args = BASE.to_vec();

@@ -77,9 +77,12 @@ fn trace_dpus(flag: &Option<String>, dpus: u32) -> Result<TraceDpus, InputError>
     let mut list = Vec::new();
     for part in text.split(',') {
         let d: u32 = part.trim().parse().map_err(|_| {
-            bad(format!(
-                "`{part}` is not a DPU number; give `busiest` or numbers like `0,17`"
-            ))
+            bad(match part.trim() {
+                "busiest" => {
+                    "`busiest` stands alone: give `busiest`, or DPU numbers like `0,17`".to_owned()
+                }
+                _ => format!("`{part}` is not a DPU number; give `busiest` or numbers like `0,17`"),
+            })
         })?;
         if d >= dpus {
             return Err(bad(format!(
@@ -115,10 +118,15 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
             a..a.saturating_add(1)
         }
     };
-    if range.start >= range.end || range.end > total {
+    let last = total - 1;
+    if range.start >= total || range.end > total {
         return Err(bad(format!(
-            "`{text}` is not a non-empty range within the run's batches 0 to {} (warm-up first; end excluded)",
-            total - 1
+            "`{text}` is not among the run's batches 0 to {last} (warm-up first): give one batch `A` or a range `A..B` of batches A to B - 1, such as `0..{total}` for all"
+        )));
+    }
+    if range.start >= range.end {
+        return Err(bad(format!(
+            "`{text}` holds no batch: `A..B` is batches A to B - 1, such as `0..{total}` for all of the run's batches 0 to {last}"
         )));
     }
     Ok(range)

@@ -102,7 +102,7 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
             )),
         };
     }
-    if empty_but_for_a_killed_index(out)? {
+    if empty_but_for_an_index_temporary(out) {
         return Ok(());
     }
     refuse(format!(
@@ -111,35 +111,20 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
 }
 
 /// Whether directory `out` is empty but for the temporary index of a sweep killed while
-/// writing it (a whole sweep removes it with the other leftovers; `--point` leaves it). An
-/// entry that cannot be read counts as someone's file. The temporary index of a sweep that
-/// still runs refuses `--out`: two sweeps would start in one directory.
-fn empty_but_for_a_killed_index(out: &Path) -> Result<bool, InputError> {
+/// writing it (a whole sweep removes it with the other leftovers; `--point` leaves it), or
+/// of one starting now: the `--list` lines of a sweep may all start at once, each writing
+/// the same index. An entry that cannot be read counts as someone's file.
+fn empty_but_for_an_index_temporary(out: &Path) -> bool {
     let index_temporary = |name: &str| {
         let target = crate::output::temporary_target(name)
             .or_else(|| crate::output::legacy_temporary_target(name));
         target == Some(INDEX_FILE)
     };
-    let Ok(entries) = std::fs::read_dir(out) else {
-        return Ok(false);
-    };
-    let mut empty = true;
-    for entry in entries {
-        let Ok(entry) = entry else {
-            return Ok(false);
-        };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !index_temporary(&name) {
-            empty = false;
-        } else if let Some(pid) = crate::output::live_writer(&name) {
-            let reason = format!(
-                "another sweep (process {pid}) is writing its index in {}; wait for it and rerun, or give another directory",
-                out.display()
-            );
-            return Err(InputError::plain("--out", reason));
-        }
-    }
-    Ok(empty)
+    std::fs::read_dir(out)
+        .map(|mut entries| {
+            entries.all(|e| e.is_ok_and(|e| index_temporary(&e.file_name().to_string_lossy())))
+        })
+        .unwrap_or(false)
 }
 
 /// Creates the sweep directory, made absolute so `--list` lines run from anywhere.

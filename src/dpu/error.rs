@@ -66,7 +66,7 @@ pub enum KernelError {
     IramOverflow { instructions: u32, capacity: u32 },
 
     #[error(
-        "WRAM overflow: {what} needs {requested_bytes} bytes but only {available_bytes} are left of {wram_size_bytes}"
+        "WRAM overflow: {what}: {requested_bytes} bytes needed, {available_bytes} left of {wram_size_bytes}"
     )]
     WramOverflow {
         what: String,
@@ -76,7 +76,8 @@ pub enum KernelError {
     },
 
     #[error(
-        "tasklet {tasklet}: mram_{direction:?} of {size_bytes} bytes: the size must be a multiple of {multiple} between {min} and {max}"
+        "tasklet {tasklet}: {} of {size_bytes} bytes: the size must be a multiple of {multiple} between {min} and {max}",
+        .direction.sdk_call()
     )]
     DmaSize {
         tasklet: u32,
@@ -88,7 +89,8 @@ pub enum KernelError {
     },
 
     #[error(
-        "tasklet {tasklet}: mram_{direction:?} with MRAM address {mram_addr:#x} and WRAM address {wram_addr:#x}: both must be {alignment}-byte aligned"
+        "tasklet {tasklet}: {} with MRAM address {mram_addr:#x} and WRAM address {wram_addr:#x}: both must be {alignment}-byte aligned",
+        .direction.sdk_call()
     )]
     DmaAlignment {
         tasklet: u32,

@@ -246,7 +246,7 @@ impl Dpu {
         if stacks + globals > p.wram_size_bytes as u64 {
             return Err(KernelError::WramOverflow {
                 what: format!(
-                    "the stacks of {tasklets} tasklets ({} bytes each) and {globals} bytes of globals",
+                    "the stacks of {tasklets} tasklet(s) ({} bytes each) and {globals} bytes of globals",
                     p.stack_bytes_per_tasklet
                 ),
                 requested_bytes: stacks + globals,

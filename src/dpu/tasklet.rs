@@ -166,7 +166,10 @@ impl Tasklet {
         let end = start + size_bytes as u64;
         if end > wram as u64 {
             return Err(KernelError::WramOverflow {
-                what: format!("tasklet {}: mem_alloc({size_bytes})", self.id),
+                what: format!(
+                    "tasklet {}: mem_alloc({size_bytes}) on the heap after {} tasklet stack(s) of {} bytes, globals and earlier allocations",
+                    self.id, self.tasklets, core.params.stack_bytes_per_tasklet
+                ),
                 requested_bytes: size_bytes as u64,
                 available_bytes: (wram as u64).saturating_sub(start),
                 wram_size_bytes: wram,
