@@ -174,15 +174,16 @@ pub fn legacy_temporary_target(file_name: &str) -> Option<&str> {
     ours.then_some(target)
 }
 
-/// The process that named temporary file `file_name` (`...tmp-PID-N`), when it is another
-/// one and still runs on this machine: its file is being written, not left behind by a
-/// killed process. `None` otherwise, and wherever processes cannot be looked up (no
-/// `/proc`), so that such leftovers are still cleared there.
-pub fn live_writer(file_name: &str) -> Option<u32> {
-    let (_, tail) = file_name.rsplit_once(TEMPORARY_MARK)?;
-    let pid: u32 = tail.split_once('-')?.0.parse().ok()?;
-    let alive = pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists();
-    alive.then_some(pid)
+/// Whether the process that named temporary file `file_name` (`...tmp-PID-N`) is another
+/// one that still runs on this machine: its file is being written, not left behind by a
+/// killed process. False wherever processes cannot be looked up (no `/proc`), so that
+/// leftovers are still cleared there.
+pub fn written_by_a_live_process(file_name: &str) -> bool {
+    let pid = file_name
+        .rsplit_once(TEMPORARY_MARK)
+        .and_then(|(_, tail)| tail.split_once('-'))
+        .and_then(|(pid, _)| pid.parse::<u32>().ok());
+    pid.is_some_and(|pid| pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists())
 }
 
 /// Writes `bytes` to the target atomically: all of it or nothing, and the temporary file

@@ -209,7 +209,7 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
         // (only with such a tail: `results.csv.tmp-keep` is a user's file).
         let target = temporary_target(&name).or_else(|| legacy_temporary_target(&name));
         let stale = target.is_some_and(|file| ours.iter().any(|o| o == file))
-            && crate::output::live_writer(&name).is_none();
+            && !crate::output::written_by_a_live_process(&name);
         if stale {
             std::fs::remove_file(entry.path()).map_err(fail)?;
         }
