@@ -175,15 +175,19 @@ pub fn legacy_temporary_target(file_name: &str) -> Option<&str> {
 }
 
 /// Whether the process that named temporary file `file_name` (`...tmp-PID-N`) is another
-/// one that still runs on this machine: its file is being written, not left behind by a
-/// killed process. False wherever processes cannot be looked up (no `/proc`), so that
-/// leftovers are still cleared there.
+/// pimdes that still runs on this machine (the same executable, so that a process id
+/// reused by another program does not keep a leftover forever): its file is being
+/// written, not left behind by a killed process. False wherever processes cannot be looked
+/// up (no `/proc`), so that leftovers are still cleared there.
 pub fn written_by_a_live_process(file_name: &str) -> bool {
     let pid = file_name
         .rsplit_once(TEMPORARY_MARK)
         .and_then(|(_, tail)| tail.split_once('-'))
         .and_then(|(pid, _)| pid.parse::<u32>().ok());
-    pid.is_some_and(|pid| pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists())
+    let exe = |pid: &str| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    pid.is_some_and(|pid| {
+        pid != std::process::id() && exe(&pid.to_string()).is_some_and(|e| Some(e) == exe("self"))
+    })
 }
 
 /// Writes `bytes` to the target atomically: all of it or nothing, and the temporary file

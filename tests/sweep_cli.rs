@@ -612,35 +612,60 @@ fn an_out_directory_that_cannot_be_made_is_a_bad_flag() {
     assert_bad(&o, &["--out: cannot create /proc/pimdes-sweep-test"]);
 }
 
-/// A running process's temporary files are being written, not left behind: a whole sweep
-/// leaves a `--point` job's alone, and a point starts beside a sweep that is writing its
-/// index (the `--list` lines may all start at once). (Processes are looked up in Linux's
-/// /proc.)
+/// A child process killed when the test ends, however it ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running pimdes's temporary files are being written, not left behind: a whole sweep
+/// leaves a `--point` job's alone (but not a file named after a process id that another
+/// program now has), and a `--point` job starts beside another that is writing the index.
+/// (Processes are looked up in Linux's /proc.)
 #[cfg(target_os = "linux")]
 #[test]
 fn a_running_sweeps_temporary_files_are_left_alone() {
-    let mut live = std::process::Command::new("sleep")
-        .arg("60")
+    use std::process::{Command, Stdio};
+    // A pimdes with long work, stopped at once so that it takes no CPU; and another program.
+    let busy = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(["soak", "--cases", "100000", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = live.id();
+    let pimdes = Child(busy);
+    let pid = pimdes.0.id();
+    let stop = Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status();
+    assert!(stop.unwrap().success());
+    let other = Child(Command::new("sleep").arg("3600").spawn().unwrap());
     let d = dir("sweep_live_temporaries");
     let m = manifest(&d, "command = \"partition\"");
     let out = d.join("out");
     sweep(&[s(&m), "--out", s(&out)]);
-    let writing = out.join(format!(".point.json.tmp-{pid}-0"));
-    let left = out.join(format!(".point.json.tmp-{DEAD_PID}-0"));
-    std::fs::write(&writing, "{ half").unwrap();
-    std::fs::write(&left, "{ half").unwrap();
+    let name = |pid: u32| out.join(format!(".point.json.tmp-{pid}-0"));
+    for file in [name(pid), name(other.0.id()), name(DEAD_PID)] {
+        std::fs::write(file, "{ half").unwrap();
+    }
     sweep(&[s(&m), "--out", s(&out)]);
-    assert!(writing.exists(), "a running process's file is kept");
-    assert!(!left.exists(), "a killed process's file is removed");
+    assert!(name(pid).exists(), "a running pimdes's file is kept");
+    assert!(
+        !name(other.0.id()).exists(),
+        "another program's process id is no writer"
+    );
+    assert!(
+        !name(DEAD_PID).exists(),
+        "a killed process's file is removed"
+    );
 
     let starting = d.join("starting");
     std::fs::create_dir_all(&starting).unwrap();
     std::fs::write(starting.join(format!(".sweep.json.tmp-{pid}-0")), "").unwrap();
     sweep(&[s(&m), "--out", s(&starting), "--point", "0"]);
     assert!(starting.join("point.json").exists());
-    live.kill().unwrap();
-    live.wait().unwrap();
 }

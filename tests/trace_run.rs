@@ -271,7 +271,7 @@ fn bad_trace_flags_are_input_errors() {
         ),
         (
             vec!["--trace", p, "--trace-batches", "0..99"],
-            "batches 0 to 4",
+            "`0..99` reaches past the run's last batch, 4",
         ),
         (
             vec!["--trace", p, "--trace-batches", "x"],

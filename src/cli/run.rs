@@ -119,9 +119,17 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
         }
     };
     let last = total - 1;
-    if range.start >= total || range.end > total {
+    let ranges = format!(
+        "give one batch `A` or a range `A..B` of batches A to B - 1, such as `0..{total}` for all"
+    );
+    if range.start >= total {
         return Err(bad(format!(
-            "`{text}` is not among the run's batches 0 to {last} (warm-up first): give one batch `A` or a range `A..B` of batches A to B - 1, such as `0..{total}` for all"
+            "`{text}` is not among the run's batches 0 to {last} (warm-up first): {ranges}"
+        )));
+    }
+    if range.end > total {
+        return Err(bad(format!(
+            "`{text}` reaches past the run's last batch, {last} (warm-up first): {ranges}"
         )));
     }
     if range.start >= range.end {

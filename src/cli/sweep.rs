@@ -85,34 +85,45 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
         Ok(_) => {}
     }
     if out.join(INDEX_FILE).exists() {
-        return match read_index(out) {
-            Ok(old) if (&old.command, &old.parameters) != (&index.command, &index.parameters) => {
-                refuse(format!(
-                    "{shown} holds a sweep of another command or other parameters (`{}` over [{}]; this manifest's is `{}` over [{}]); give another directory, or delete that one to replace it",
-                    old.command,
-                    old.parameters.join(", "),
-                    index.command,
-                    index.parameters.join(", ")
-                ))
-            }
-            Ok(_) => Ok(()),
-            Err(e) => refuse(format!(
-                "{shown} holds a {INDEX_FILE} that is not a sweep's ({}); give a new or empty directory",
-                e.reason
-            )),
-        };
+        return check_sweep_of(out, index);
     }
     if empty_but_for_an_index_temporary(out) {
         return Ok(());
+    }
+    // A `--point` job started beside this one may have put its index in place since.
+    if out.join(INDEX_FILE).exists() {
+        return check_sweep_of(out, index);
     }
     refuse(format!(
         "{shown} is not empty and holds no {INDEX_FILE}, so it is not a sweep's directory; give a new or empty directory"
     ))
 }
 
+/// Refuses `out`'s sweep index unless it is a sweep of `index`'s command and parameters.
+fn check_sweep_of(out: &Path, index: &SweepIndex) -> Result<(), Error> {
+    let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
+    let shown = out.display();
+    match read_index(out) {
+        Ok(old) if (&old.command, &old.parameters) != (&index.command, &index.parameters) => {
+            refuse(format!(
+                "{shown} holds a sweep of another command or other parameters (`{}` over [{}]; this manifest's is `{}` over [{}]); give another directory, or delete that one to replace it",
+                old.command,
+                old.parameters.join(", "),
+                index.command,
+                index.parameters.join(", ")
+            ))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => refuse(format!(
+            "{shown} holds a {INDEX_FILE} that is not a sweep's ({}); give a new or empty directory",
+            e.reason
+        )),
+    }
+}
+
 /// Whether directory `out` is empty but for the temporary index of a sweep killed while
 /// writing it (a whole sweep removes it with the other leftovers; `--point` leaves it), or
-/// of one starting now: the `--list` lines of a sweep may all start at once, each writing
+/// of one starting now: the `--point` jobs of a sweep may all start at once, each writing
 /// the same index. An entry that cannot be read counts as someone's file.
 fn empty_but_for_an_index_temporary(out: &Path) -> bool {
     let index_temporary = |name: &str| {
