@@ -610,6 +610,14 @@ fn an_out_directory_that_cannot_be_made_is_a_bad_flag() {
     // Nothing can be created in /proc (Linux), whatever the user's rights.
     let o = pimdes(&["sweep", s(&m), "--out", "/proc/pimdes-sweep-test"]);
     assert_bad(&o, &["--out: cannot create /proc/pimdes-sweep-test"]);
+    // A name too long for the file system fails after its parents were made: they go too.
+    let out = d.join("new").join("parent").join("x".repeat(300));
+    let o = pimdes(&["sweep", s(&m), "--out", s(&out)]);
+    assert_bad(&o, &["--out: cannot create"]);
+    assert!(
+        !d.join("new").exists(),
+        "the parents made for it are removed"
+    );
 }
 
 /// A child process killed when the test ends, however it ends.

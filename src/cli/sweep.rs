@@ -145,7 +145,15 @@ fn sweep_dir(out: &Path, index: &SweepIndex) -> Result<PathBuf, Error> {
     let bad = |e: std::io::Error| -> Error {
         InputError::plain("--out", format!("cannot create {}: {e}", out.display())).into()
     };
-    std::fs::create_dir_all(out).map_err(bad)?;
+    // The directories this creates, innermost first, so that a failure removes them.
+    let new: Vec<&Path> = out.ancestors().take_while(|p| !p.exists()).collect();
+    if let Err(e) = std::fs::create_dir_all(out) {
+        for dir in new.iter().filter(|p| !p.as_os_str().is_empty()) {
+            // Only empty directories go: one made meanwhile by someone else stays.
+            let _ = std::fs::remove_dir(dir);
+        }
+        return Err(bad(e));
+    }
     std::fs::canonicalize(out).map_err(bad)
 }
 
