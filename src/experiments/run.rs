@@ -4,7 +4,6 @@
 //! under the workload's host protocol; the report is measured from the executor's spans.
 
 use crate::config::{InputError, covers, joined_sets};
-use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::error::Error;
 use crate::experiments::partition::EffectiveConfig;
@@ -461,20 +460,14 @@ fn check_verified(batch: u64, queries: u64, verified: u64) -> Result<(), IndexEr
 /// A warning when a recorded tasklet timeline reached its bound of spans and was cut (its
 /// track in the trace ends with an event saying so).
 fn cut_timelines(recorded: &[(u64, Recording)]) -> Option<String> {
-    let cut: Vec<Vec<&TaskletTimeline>> = recorded
-        .iter()
-        .map(|(_, r)| {
-            r.launches
-                .iter()
-                .filter(|t| t.truncated)
-                .collect::<Vec<_>>()
-        })
-        .filter(|c| !c.is_empty())
-        .collect();
-    let spans = cut.iter().flatten().map(|t| t.spans.len()).max()?;
+    let launches = recorded.iter().flat_map(|(_, r)| &r.launches);
+    let spans = launches
+        .filter(|t| t.truncated)
+        .map(|t| t.spans.len())
+        .max()?;
+    let cut = recorded.iter().filter(|(_, r)| r.cut()).count();
     Some(format!(
-        "the trace's tasklet timelines of {} of its {} DPU batches were cut at their bound (up to {spans} spans per launch); trace fewer batches or DPUs to see them whole",
-        cut.len(),
+        "the trace's tasklet timelines of {cut} of its {} DPU batches were cut at their bound (up to {spans} spans per launch); trace fewer batches or DPUs to see them whole",
         recorded.len()
     ))
 }

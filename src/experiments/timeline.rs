@@ -121,10 +121,7 @@ pub fn build_trace(
     add_tasklets(&mut trace, machine, timeline, tasklets);
     trace.set_other("time_unit", "simulated microseconds".into());
     // `truncated` is the file's bound; a timeline cut at its own share is counted apart.
-    let cut = tasklets
-        .iter()
-        .filter(|(_, r)| r.launches.iter().any(|t| t.truncated))
-        .count() as u64;
+    let cut = tasklets.iter().filter(|(_, r)| r.cut()).count() as u64;
     if cut > 0 {
         trace.set_other("tasklet_timelines_cut", ArgValue::U64(cut));
     }

@@ -57,6 +57,13 @@ pub struct Recording {
     pub launches: Vec<TaskletTimeline>,
 }
 
+impl Recording {
+    /// Whether a launch's timeline reached its bound of spans and was cut.
+    pub fn cut(&self) -> bool {
+        self.launches.iter().any(|t| t.truncated)
+    }
+}
+
 /// Which DPUs of a batch to record tasklet by tasklet (for a trace).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
