@@ -23,6 +23,7 @@ use pimdes::policies::{
 use pimdes::system::System;
 use pimdes::workload::Query;
 use pimdes::workload::Workload;
+use pimdes::workload::queries::Drawn;
 use std::ops::Range;
 
 /// Two ranks of 16 DPUs.
@@ -352,6 +353,66 @@ fn a_batch_resumed_from_checkpoints_is_the_batch() {
                 g.resume(b, c).fill(&mut again[i], 700);
             }
             assert_eq!(again.concat(), whole, "{law}, batch {b}");
+        }
+    }
+}
+
+/// A group's pass skips the draws that cannot meet its keys without working out their keys:
+/// draw for draw, the queries it keeps are the batch's, every query it skips lies outside
+/// the keys, and the stream stays where the plain draws leave it.
+#[test]
+fn a_stream_that_skips_draws_outside_some_keys_is_the_batch() {
+    let laws: [&[&str]; 4] = [
+        &["queries.kind=\"range-count-if\""],
+        &["queries.kind=\"get\"", "queries.skew=1.2"],
+        &[
+            "queries.distribution=\"zipf-slices\"",
+            "queries.kind=\"range-max\"",
+        ],
+        // ZcAmp splits segments into unequal widths: nothing may be skipped.
+        &["deviation.base_partition=3", "deviation.factor=50"],
+    ];
+    let top = 1u64 << 50; // the width of one of 2^14 key prefixes
+    // Sets of sorted, disjoint key intervals, as a group's key ranges are.
+    let sets: [&[(u64, u64)]; 9] = [
+        &[(0, u64::MAX)],
+        &[(0, 0)],
+        &[(u64::MAX, u64::MAX)],
+        &[(5 * top + 17, 5 * top + 90)],
+        &[(top - 1, 3 * top)],
+        &[(1 << 62, (1 << 63) + 12345)],
+        &[(u64::MAX - 2 * top, u64::MAX - 1)],
+        &[(0, top / 2), (5 * top, 5 * top + 100), (1 << 63, u64::MAX)],
+        &[
+            (2 * top, 2 * top + 5),
+            (2 * top + 6, 4 * top),
+            (9 * top, 9 * top),
+        ],
+    ];
+    for law in laws {
+        let w = workload(law);
+        let data = pimdes::workload::DataSet::generate(&w);
+        let g = pimdes::workload::QueryGenerator::new(&w, &data, 32);
+        for b in 0..2 {
+            let whole = g.batch(b);
+            let mut skipped_any = false;
+            for keys in sets {
+                let mut s = g.stream(b);
+                let reach = s.reach(keys);
+                for (i, q) in whole.iter().enumerate() {
+                    match s.next_reaching(&reach).expect("a draw per query") {
+                        Drawn::Query(got) => assert_eq!(got, *q, "{law:?} {b} query {i}"),
+                        Drawn::Skipped => {
+                            skipped_any = true;
+                            let meets = keys.iter().any(|k| q.lo <= k.1 && q.hi >= k.0);
+                            assert!(!meets, "{law:?} {b} {keys:?}: query {i} {q:?} skipped");
+                        }
+                    }
+                }
+                assert_eq!(s.next_reaching(&reach), None, "the batch ends at its size");
+            }
+            let deviated = law[0].starts_with("deviation") && b > 0;
+            assert_eq!(skipped_any, !deviated, "{law:?} {b}");
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct KeyDistribution {
     /// 2^GUIDE_BITS): a first level, so a draw searches only the few cdf values between
     /// two guide points instead of the whole cdf (the same segment, fewer cache misses).
     guide: Vec<u32>,
+    /// The width `last - first` shared by every segment, if they all have one.
+    common_width: Option<u64>,
 }
 
 /// 2^16 guide points (256 KiB).
@@ -74,10 +76,16 @@ impl KeyDistribution {
             })
             .collect();
         let guide = guide(&cdf);
+        let width = segments[0].last - segments[0].first;
+        let common_width = segments
+            .iter()
+            .all(|s| s.last - s.first == width)
+            .then_some(width);
         KeyDistribution {
             segments,
             cdf,
             guide,
+            common_width,
         }
     }
 
@@ -169,8 +177,39 @@ impl KeyDistribution {
     /// Draws one key.
     pub fn sample(&self, rng: &mut impl rand::Rng) -> u64 {
         let u = unit_f64(rng);
+        self.key_at(u, rng)
+    }
+
+    /// The key of a draw whose first number was `u` ([`unit_f64`]): a uniform key inside
+    /// `u`'s segment, drawn from `rng`.
+    #[inline]
+    pub fn key_at(&self, u: f64, rng: &mut impl rand::Rng) -> u64 {
         let s = self.segments[self.segment_of(u)];
         rng.random_range(s.first..=s.last)
+    }
+
+    /// The draws `u` whose key can lie in `[first, last]`, as a half-open interval of `u`
+    /// (`first <= last`). Every `u` outside it falls in a segment wholly outside
+    /// `[first, last]`, so its key does; a `u` inside may still give a key outside.
+    pub fn draws_reaching(&self, first: u64, last: u64) -> (f64, f64) {
+        assert!(first <= last, "an interval of keys");
+        // The segments holding `first` and `last`, and the draws that fall in them:
+        // `segment_of(u) < a` exactly when `cdf[a - 1] > u`, and `segment_of(u) > b` exactly
+        // when `cdf[b] <= u` (for `b` below the last segment).
+        let a = self.segments.partition_point(|s| s.last < first);
+        let b = self.segments.partition_point(|s| s.last < last);
+        let below = if a == 0 { 0.0 } else { self.cdf[a - 1] };
+        let above = if b + 1 >= self.segments.len() {
+            f64::INFINITY
+        } else {
+            self.cdf[b]
+        };
+        (below, above)
+    }
+
+    /// The width `last - first` shared by every segment, if they all have one.
+    pub fn common_width(&self) -> Option<u64> {
+        self.common_width
     }
 
     /// The segment a draw `u` in [0, 1) falls in: the first whose cdf is above `u`.

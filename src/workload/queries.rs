@@ -1,7 +1,7 @@
 //! Query batches. Batch `k` is drawn from its own seeded stream; batch 0 is the reference
 //! batch the partitioner sees. A ZcAmp deviation applies to every batch but the reference.
 
-use crate::rng::{Purpose, stream};
+use crate::rng::{Purpose, stream, unit_f64};
 use crate::workload::data::DataSet;
 use crate::workload::keys::{KeyDistribution, zipf_probabilities};
 use crate::workload::spec::{KeyLaw, QueryKind, Workload};
@@ -153,6 +153,96 @@ pub struct BatchStream<'a> {
     drawn: u64,
 }
 
+/// Batch `index`'s distribution: a Zipf-slices batch's own, ZcAmp's for every batch but the
+/// reference, or the reference's.
+fn distribution_of<'a>(
+    g: &'a QueryGenerator,
+    sliced: &'a Option<KeyDistribution>,
+    index: u64,
+) -> &'a KeyDistribution {
+    match (sliced, &g.deviated, index) {
+        (Some(d), _, _) => d,
+        (None, Some(d), i) if i > 0 => d,
+        _ => &g.reference,
+    }
+}
+
+/// The draws of a batch whose query can meet some intervals of keys
+/// ([`BatchStream::reach`]): a draw whose first number `u` lies in none of `draws` gives a
+/// query that cannot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reach {
+    /// Half-open intervals of `u`, sorted and disjoint.
+    draws: Vec<(f64, f64)>,
+    /// For each of `2^PIECE_BITS` equal pieces of [0, 1), whether every `u` in it lies in
+    /// `draws` ([`Piece::Every`]), none does, or some do: most draws are told by one look-up.
+    pieces: Vec<Piece>,
+    /// The width of every key segment of the distribution.
+    width: u64,
+}
+
+/// How much of a piece of the draws a [`Reach`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    None,
+    Every,
+    Some,
+}
+
+/// 2^14 pieces (16 KiB).
+const PIECE_BITS: i32 = 14;
+
+impl Reach {
+    /// Every draw.
+    pub fn every() -> Reach {
+        Reach::of(vec![(0.0, f64::INFINITY)], 0)
+    }
+
+    /// The draws in `draws` (half-open intervals of `u`, sorted and disjoint), of a
+    /// distribution whose segments are `width` wide.
+    fn of(draws: Vec<(f64, f64)>, width: u64) -> Reach {
+        let n = 1usize << PIECE_BITS;
+        let pieces = (0..n)
+            .map(|k| {
+                let (lo, hi) = (k as f64 / n as f64, (k + 1) as f64 / n as f64);
+                let i = draws.partition_point(|d| d.1 <= lo);
+                match draws.get(i) {
+                    Some(d) if d.0 <= lo && d.1 >= hi => Piece::Every,
+                    Some(d) if d.0 < hi => Piece::Some,
+                    _ => Piece::None,
+                }
+            })
+            .collect();
+        Reach {
+            draws,
+            pieces,
+            width,
+        }
+    }
+
+    /// Whether a draw whose first number is `u` (in [0, 1)) can meet the keys.
+    #[inline]
+    fn holds(&self, u: f64) -> bool {
+        // k / 2^PIECE_BITS <= u < (k + 1) / 2^PIECE_BITS exactly (a power-of-two scale).
+        match self.pieces[(u * 2f64.powi(PIECE_BITS)) as usize] {
+            Piece::None => false,
+            Piece::Every => true,
+            Piece::Some => {
+                let i = self.draws.partition_point(|d| d.1 <= u);
+                self.draws.get(i).is_some_and(|d| d.0 <= u)
+            }
+        }
+    }
+}
+
+/// One draw of [`BatchStream::next_reaching`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drawn {
+    Query(Query),
+    /// A query that cannot meet the keys asked for.
+    Skipped,
+}
+
 /// Where a [`BatchStream`] stood: resume it with [`QueryGenerator::resume`].
 #[derive(Debug, Clone)]
 pub struct Checkpoint {
@@ -176,21 +266,78 @@ impl BatchStream<'_> {
         self.drawn
     }
 
+    /// The key distribution this batch draws from.
+    fn distribution(&self) -> &KeyDistribution {
+        distribution_of(self.generator, &self.sliced, self.index)
+    }
+
+    /// The draws of this batch whose query can meet one of the key intervals `keys`
+    /// (`[first, last]` each, sorted and disjoint): a range's lower end lies at most
+    /// `range_width - 1` below its upper end, a get's key is both. A distribution whose key
+    /// segments differ in width skips nothing.
+    pub fn reach(&self, keys: &[(u64, u64)]) -> Reach {
+        let g = self.generator;
+        let dist = self.distribution();
+        let Some(width) = dist.common_width() else {
+            return Reach::every();
+        };
+        let mut draws: Vec<(f64, f64)> = Vec::with_capacity(keys.len());
+        for &(first, last) in keys {
+            let lo_first = if g.kind.is_range() {
+                first.saturating_sub(g.range_width - 1)
+            } else {
+                first
+            };
+            let (below, above) = dist.draws_reaching(lo_first, last);
+            match draws.last_mut() {
+                Some(prev) if below <= prev.1 => prev.1 = prev.1.max(above),
+                _ => draws.push((below, above)),
+            }
+        }
+        Reach::of(draws, width)
+    }
+
     /// The next query, `None` once the batch's `batch_size` queries are drawn.
     pub fn next_query(&mut self) -> Option<Query> {
-        let g = self.generator;
-        if self.drawn == g.batch_size {
+        match self.draw(0, |_| true)? {
+            Drawn::Query(q) => Some(q),
+            Drawn::Skipped => unreachable!("a draw that reaches every key skips none"),
+        }
+    }
+
+    /// The next query, or [`Drawn::Skipped`] if it cannot meet the keys of `reach` (then
+    /// its key is not worked out, but the stream moves on as [`next_query`](Self::next_query)
+    /// does); `None` once the batch's `batch_size` queries are drawn.
+    #[inline]
+    pub fn next_reaching(&mut self, reach: &Reach) -> Option<Drawn> {
+        self.draw(reach.width, |u| reach.holds(u))
+    }
+
+    /// The next draw: skipped when `holds` refuses its first number, taking a key from a
+    /// segment `width` wide.
+    #[inline]
+    fn draw(&mut self, width: u64, holds: impl Fn(f64) -> bool) -> Option<Drawn> {
+        if self.drawn == self.generator.batch_size {
             return None;
         }
         self.drawn += 1;
-        let dist = match (&self.sliced, &g.deviated, self.index) {
-            (Some(d), _, _) => d,
-            (None, Some(d), i) if i > 0 => d,
-            _ => &g.reference,
-        };
-        let lo = dist.sample(&mut self.rng);
-        let rng = &mut self.rng;
-        Some(match g.kind {
+        let u = unit_f64(&mut self.rng);
+        if !holds(u) {
+            // A key inside a segment takes what a draw over the segment's width takes.
+            self.rng.random_range(0..=width);
+            self.rest_of_query(0);
+            return Some(Drawn::Skipped);
+        }
+        let dist = distribution_of(self.generator, &self.sliced, self.index);
+        let lo = dist.key_at(u, &mut self.rng);
+        Some(Drawn::Query(self.rest_of_query(lo)))
+    }
+
+    /// The query whose lower end is `lo`, its other numbers drawn.
+    #[inline]
+    fn rest_of_query(&mut self, lo: u64) -> Query {
+        let g = self.generator;
+        match g.kind {
             QueryKind::Get | QueryKind::Predecessor => Query {
                 lo,
                 hi: lo,
@@ -203,8 +350,8 @@ impl BatchStream<'_> {
             },
             QueryKind::RangeCountIf => {
                 let value = match g.value_domain {
-                    Some(d) => rng.random_range(0..d),
-                    None => rng.next_u64(),
+                    Some(d) => self.rng.random_range(0..d),
+                    None => self.rng.next_u64(),
                 };
                 Query {
                     lo,
@@ -212,7 +359,7 @@ impl BatchStream<'_> {
                     value,
                 }
             }
-        })
+        }
     }
 
     /// Appends up to `n` next queries to `out`; returns how many.

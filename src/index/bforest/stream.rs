@@ -37,7 +37,7 @@ use crate::partition::Partitioning;
 use crate::partition::prepared::Prepared;
 use crate::policies::{BatchEnv, EvaluationPolicy, RoutingPolicy, Shape};
 use crate::system::System;
-use crate::workload::queries::Checkpoint;
+use crate::workload::queries::{Checkpoint, Drawn, Reach};
 use crate::workload::{DataSet, Query, QueryGenerator, QueryKind};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -232,24 +232,27 @@ fn meets(ranges: &[(u64, u64)], lo: u64, hi: u64) -> bool {
 }
 
 /// Draws slab `c` and routes the queries that meet `ranges`: every DPU's fragments, their
-/// origins the queries' indices in the slab.
+/// origins the queries' indices in the slab. `reach` holds the draws that can.
 fn route_slab(
     queries: &QueryGenerator,
     (index, c, slab_queries): (u64, &Checkpoint, usize),
     routing: &dyn RoutingPolicy,
     env: &BatchEnv,
-    ranges: &[(u64, u64)],
+    (ranges, reach): (&[(u64, u64)], &Reach),
 ) -> Vec<DpuBatch> {
     // Each query is tested as it is drawn: most are another group's, and holding the
-    // whole slab only to drop them cost a slab's bytes through memory twice.
+    // whole slab only to drop them cost a slab's bytes through memory twice. Most of those
+    // are known from the draw's first number, before their keys are worked out.
     let mut stream = queries.resume(index, c);
     let (mut slab, mut kept) = (Vec::new(), Vec::new());
     let n = u32::try_from(slab_queries).expect("a slab holds at most 1 Mi queries");
     for i in 0..n {
-        let Some(q) = stream.next_query() else {
+        let Some(drawn) = stream.next_reaching(reach) else {
             break;
         };
-        if meets(ranges, q.lo, q.hi) {
+        if let Drawn::Query(q) = drawn
+            && meets(ranges, q.lo, q.hi)
+        {
             slab.push(q);
             kept.push(i);
         }
@@ -276,12 +279,13 @@ pub fn route_group(
 ) -> Vec<DpuBatch> {
     let mut gathered: Vec<Gathered> = group.clone().map(|_| Gathered::default()).collect();
     let slab_queries = counted.slab_queries;
+    let reach = queries.stream(index).reach(ranges);
     for (first, at) in counted.checkpoints.chunks(SLABS_AT_ONCE).enumerate() {
         let routed: Vec<Vec<DpuBatch>> = at
             .par_iter()
             .map(|c| {
                 let at = (index, c, slab_queries);
-                let mut all = route_slab(queries, at, routing, env, ranges);
+                let mut all = route_slab(queries, at, routing, env, (ranges, &reach));
                 all.truncate(group.end);
                 all.drain(..group.start);
                 all
