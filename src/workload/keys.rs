@@ -27,8 +27,9 @@ pub struct KeyDistribution {
     /// 2^GUIDE_BITS): a first level, so a draw searches only the few cdf values between
     /// two guide points instead of the whole cdf (the same segment, fewer cache misses).
     guide: Vec<u32>,
-    /// The width `last - first` shared by every segment, if they all have one.
-    common_width: Option<u64>,
+    /// The span `last - first` of most segments, and the segments of another span.
+    usual_span: u64,
+    unusual_spans: Vec<u32>,
 }
 
 /// 2^16 guide points (256 KiB).
@@ -49,6 +50,25 @@ fn guide(cdf: &[f64]) -> Vec<u32> {
         out.push(i as u32);
     }
     out
+}
+
+/// The span `last - first` of most `segments` (the smallest of the most common), and the
+/// indices of the segments of another span.
+fn spans(segments: &[Segment]) -> (u64, Vec<u32>) {
+    let mut counts: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for s in segments {
+        *counts.entry(s.last - s.first).or_default() += 1;
+    }
+    let most = counts.values().copied().max().expect("a segment");
+    let usual = counts
+        .iter()
+        .find(|&(_, &n)| n == most)
+        .map(|(&span, _)| span)
+        .expect("a most common span");
+    let unusual = (0..segments.len() as u32)
+        .filter(|&i| segments[i as usize].last - segments[i as usize].first != usual)
+        .collect();
+    (usual, unusual)
 }
 
 /// The exact Zipf(theta) probabilities of ranks 0..n (rank 0 most popular).
@@ -76,16 +96,13 @@ impl KeyDistribution {
             })
             .collect();
         let guide = guide(&cdf);
-        let width = segments[0].last - segments[0].first;
-        let common_width = segments
-            .iter()
-            .all(|s| s.last - s.first == width)
-            .then_some(width);
+        let (usual_span, unusual_spans) = spans(&segments);
         KeyDistribution {
             segments,
             cdf,
             guide,
-            common_width,
+            usual_span,
+            unusual_spans,
         }
     }
 
@@ -177,27 +194,31 @@ impl KeyDistribution {
     /// Draws one key.
     pub fn sample(&self, rng: &mut impl rand::Rng) -> u64 {
         let u = unit_f64(rng);
-        self.key_at(u, rng)
+        self.key_of_draw(u, rng)
     }
 
     /// The key of a draw whose first number was `u` ([`unit_f64`]): a uniform key inside
     /// `u`'s segment, drawn from `rng`.
     #[inline]
-    pub fn key_at(&self, u: f64, rng: &mut impl rand::Rng) -> u64 {
+    pub fn key_of_draw(&self, u: f64, rng: &mut impl rand::Rng) -> u64 {
         let s = self.segments[self.segment_of(u)];
         rng.random_range(s.first..=s.last)
     }
 
-    /// The draws `u` whose key can lie in `[first, last]`, as a half-open interval of `u`
-    /// (`first <= last`). Every `u` outside it falls in a segment wholly outside
-    /// `[first, last]`, so its key does; a `u` inside may still give a key outside.
+    /// The draws `u` whose key can lie in `[first, last]` (`first <= last`), as a half-open
+    /// interval of `u`: every `u` outside it falls in a segment wholly outside `[first,
+    /// last]`; a `u` inside may still give a key outside.
     pub fn draws_reaching(&self, first: u64, last: u64) -> (f64, f64) {
         assert!(first <= last, "an interval of keys");
-        // The segments holding `first` and `last`, and the draws that fall in them:
-        // `segment_of(u) < a` exactly when `cdf[a - 1] > u`, and `segment_of(u) > b` exactly
-        // when `cdf[b] <= u` (for `b` below the last segment).
         let a = self.segments.partition_point(|s| s.last < first);
         let b = self.segments.partition_point(|s| s.last < last);
+        self.draws_of_segments(a, b)
+    }
+
+    /// The draws `u` that fall in segments `a..=b`, as a half-open interval of `u`:
+    /// `segment_of(u) < a` exactly when `cdf[a - 1] > u`, and `segment_of(u) > b` exactly
+    /// when `cdf[b] <= u` (for `b` below the last segment).
+    fn draws_of_segments(&self, a: usize, b: usize) -> (f64, f64) {
         let below = if a == 0 { 0.0 } else { self.cdf[a - 1] };
         let above = if b + 1 >= self.segments.len() {
             f64::INFINITY
@@ -207,9 +228,17 @@ impl KeyDistribution {
         (below, above)
     }
 
-    /// The width `last - first` shared by every segment, if they all have one.
-    pub fn common_width(&self) -> Option<u64> {
-        self.common_width
+    /// The span `last - first` of most segments (the smallest of the most common).
+    pub fn usual_span(&self) -> u64 {
+        self.usual_span
+    }
+
+    /// The draws that fall in a segment whose span is not [`usual_span`](Self::usual_span),
+    /// as half-open intervals of `u` in increasing order.
+    pub fn draws_of_unusual_spans(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        self.unusual_spans
+            .iter()
+            .map(|&i| self.draws_of_segments(i as usize, i as usize))
     }
 
     /// The segment a draw `u` in [0, 1) falls in: the first whose cdf is above `u`.
@@ -269,6 +298,79 @@ mod tests {
             }
         }
     }
+    /// `draws_of_segments(a, b)` holds exactly the draws whose segment is in `a..=b`, at
+    /// the cdf's values and next to them, where an error by one would show.
+    #[test]
+    fn the_draws_of_some_segments_are_exactly_those_that_fall_in_them() {
+        let w = |first: u64, last: u64, weight: f64| Segment {
+            first,
+            last,
+            weight,
+        };
+        let zero_weights = KeyDistribution::from_segments(vec![
+            w(0, 9, 0.0),
+            w(10, 19, 1.0),
+            w(20, 29, 0.0),
+            w(30, 39, 0.0),
+            w(40, 49, 2.0),
+            w(50, u64::MAX, 0.0),
+        ]);
+        let dists = [
+            KeyDistribution::zipf_composite(10, 1.0),
+            KeyDistribution::zipf_composite(0, 0.0),
+            KeyDistribution::zipf_composite(6, 100.0), // the cdf reaches 1 early
+            KeyDistribution::ranked_slices(&zipf_probabilities(30, 1.0), &[7; 30]),
+            KeyDistribution::zipf_composite(4, 0.5).amplified(1 << 61, 5 << 60, 9.0),
+            zero_weights,
+        ];
+        let mut rng = stream(3, Purpose::Soak, 0);
+        for d in &dists {
+            let n = d.segments.len();
+            let mut us: Vec<f64> = (0..2_000).map(|_| unit_f64(&mut rng)).collect();
+            for &c in &d.cdf {
+                us.extend([c, c.next_down(), c.next_up()]);
+            }
+            us.retain(|u| (0.0..1.0).contains(u));
+            let pairs = [
+                (0, 0),
+                (0, n - 1),
+                (n - 1, n - 1),
+                (n / 2, n / 2),
+                (1, n / 3),
+            ];
+            for (a, b) in pairs.into_iter().filter(|&(a, b)| a <= b && b < n) {
+                let (below, above) = d.draws_of_segments(a, b);
+                for &u in &us {
+                    let inside = (a..=b).contains(&d.segment_of(u));
+                    assert_eq!(inside, below <= u && u < above, "segments {a}..={b}, u {u}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_usual_span_is_the_most_common_and_the_others_are_listed() {
+        let d = KeyDistribution::zipf_composite(14, 1.0);
+        assert_eq!((d.usual_span(), d.unusual_spans.len()), ((1 << 50) - 1, 0));
+        // ZcAmp splits the two segments its interval's ends fall in.
+        let a = d.amplified(3 << 50 | 5, 7 << 50 | 9, 4.0);
+        assert_eq!(a.usual_span(), (1 << 50) - 1);
+        let unusual: Vec<u64> = a
+            .unusual_spans
+            .iter()
+            .map(|&i| a.segments[i as usize].first)
+            .collect();
+        assert_eq!(unusual, [3 << 50, 3 << 50 | 5, 7 << 50, 7 << 50 | 10]);
+        // 2^64 / 3 is not whole: slices of two spans, the smaller the more common.
+        let s = KeyDistribution::ranked_slices(&[0.5, 0.3, 0.2], &[0, 1, 2]);
+        let spans: Vec<u64> = s.segments.iter().map(|s| s.last - s.first).collect();
+        assert_eq!(spans, [u64::MAX / 3 - 1, u64::MAX / 3 - 1, u64::MAX / 3]);
+        assert_eq!(
+            (s.usual_span(), s.unusual_spans.clone()),
+            (u64::MAX / 3 - 1, vec![2])
+        );
+    }
+
     use crate::rng::{Purpose, stream};
 
     /// Pearson's chi-square statistic of `counts` against `probabilities`.

@@ -96,6 +96,23 @@ impl QueryGenerator {
         self.kind
     }
 
+    /// The upper end of a query whose lower end is `lo`: a range covers `range_width` keys
+    /// (fewer at the top of the key space), a get one.
+    fn upper_end(&self, lo: u64) -> u64 {
+        match self.kind.is_range() {
+            true => lo.saturating_add(self.range_width - 1),
+            false => lo,
+        }
+    }
+
+    /// The lowest lower end of a query that reaches key `first` ([`upper_end`](Self::upper_end)).
+    fn lowest_reaching(&self, first: u64) -> u64 {
+        match self.kind.is_range() {
+            true => first.saturating_sub(self.range_width - 1),
+            false => first,
+        }
+    }
+
     pub fn batch_size(&self) -> u64 {
         self.batch_size
     }
@@ -172,51 +189,49 @@ fn distribution_of<'a>(
 /// query that cannot.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reach {
+    /// The batch whose stream this is for.
+    batch: u64,
     /// Half-open intervals of `u`, sorted and disjoint.
     draws: Vec<(f64, f64)>,
     /// For each of `2^PIECE_BITS` equal pieces of [0, 1), whether every `u` in it lies in
-    /// `draws` ([`Piece::Every`]), none does, or some do: most draws are told by one look-up.
+    /// `draws`, none does, or some do: most draws are told by one look-up.
     pieces: Vec<Piece>,
-    /// The width of every key segment of the distribution.
-    width: u64,
+    /// The span `last - first` of the key segments outside `draws`.
+    span: u64,
 }
 
-/// How much of a piece of the draws a [`Reach`] holds.
+/// Where a piece of the draws lies against a [`Reach`]'s intervals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Piece {
-    None,
-    Every,
-    Some,
+    Outside,
+    Inside,
+    Split,
 }
 
 /// 2^14 pieces (16 KiB).
 const PIECE_BITS: i32 = 14;
 
 impl Reach {
-    /// Every draw.
-    pub fn every() -> Reach {
-        Reach::of(vec![(0.0, f64::INFINITY)], 0)
-    }
-
-    /// The draws in `draws` (half-open intervals of `u`, sorted and disjoint), of a
-    /// distribution whose segments are `width` wide.
-    fn of(draws: Vec<(f64, f64)>, width: u64) -> Reach {
+    /// The draws in `draws` (half-open intervals of `u`, sorted and disjoint) of batch
+    /// `batch`, whose key segments outside them span `span`.
+    fn of(batch: u64, draws: Vec<(f64, f64)>, span: u64) -> Reach {
         let n = 1usize << PIECE_BITS;
         let pieces = (0..n)
             .map(|k| {
                 let (lo, hi) = (k as f64 / n as f64, (k + 1) as f64 / n as f64);
                 let i = draws.partition_point(|d| d.1 <= lo);
                 match draws.get(i) {
-                    Some(d) if d.0 <= lo && d.1 >= hi => Piece::Every,
-                    Some(d) if d.0 < hi => Piece::Some,
-                    _ => Piece::None,
+                    Some(d) if d.0 <= lo && d.1 >= hi => Piece::Inside,
+                    Some(d) if d.0 < hi => Piece::Split,
+                    _ => Piece::Outside,
                 }
             })
             .collect();
         Reach {
+            batch,
             draws,
             pieces,
-            width,
+            span,
         }
     }
 
@@ -225,14 +240,27 @@ impl Reach {
     fn holds(&self, u: f64) -> bool {
         // k / 2^PIECE_BITS <= u < (k + 1) / 2^PIECE_BITS exactly (a power-of-two scale).
         match self.pieces[(u * 2f64.powi(PIECE_BITS)) as usize] {
-            Piece::None => false,
-            Piece::Every => true,
-            Piece::Some => {
+            Piece::Outside => false,
+            Piece::Inside => true,
+            Piece::Split => {
                 let i = self.draws.partition_point(|d| d.1 <= u);
                 self.draws.get(i).is_some_and(|d| d.0 <= u)
             }
         }
     }
+}
+
+/// `draws` (half-open intervals) sorted, with those that meet or touch merged.
+fn merged(mut draws: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    draws.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(draws.len());
+    for (below, above) in draws {
+        match out.last_mut() {
+            Some(prev) if below <= prev.1 => prev.1 = prev.1.max(above),
+            _ => out.push((below, above)),
+        }
+    }
+    out
 }
 
 /// One draw of [`BatchStream::next_reaching`].
@@ -244,7 +272,7 @@ pub enum Drawn {
 }
 
 /// Where a [`BatchStream`] stood: resume it with [`QueryGenerator::resume`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Checkpoint {
     index: u64,
     rng: rand_chacha::ChaCha8Rng,
@@ -272,29 +300,21 @@ impl BatchStream<'_> {
     }
 
     /// The draws of this batch whose query can meet one of the key intervals `keys`
-    /// (`[first, last]` each, sorted and disjoint): a range's lower end lies at most
-    /// `range_width - 1` below its upper end, a get's key is both. A distribution whose key
-    /// segments differ in width skips nothing.
+    /// (`[first, last]` each, sorted and disjoint). The draws of a key segment whose span is
+    /// not the distribution's usual one are all held: skipping one needs its span.
     pub fn reach(&self, keys: &[(u64, u64)]) -> Reach {
+        debug_assert!(
+            keys.windows(2).all(|k| k[0].1 < k[1].0),
+            "sorted, disjoint key intervals"
+        );
         let g = self.generator;
         let dist = self.distribution();
-        let Some(width) = dist.common_width() else {
-            return Reach::every();
-        };
-        let mut draws: Vec<(f64, f64)> = Vec::with_capacity(keys.len());
-        for &(first, last) in keys {
-            let lo_first = if g.kind.is_range() {
-                first.saturating_sub(g.range_width - 1)
-            } else {
-                first
-            };
-            let (below, above) = dist.draws_reaching(lo_first, last);
-            match draws.last_mut() {
-                Some(prev) if below <= prev.1 => prev.1 = prev.1.max(above),
-                _ => draws.push((below, above)),
-            }
-        }
-        Reach::of(draws, width)
+        let mut draws: Vec<(f64, f64)> = keys
+            .iter()
+            .map(|&(first, last)| dist.draws_reaching(g.lowest_reaching(first), last))
+            .collect();
+        draws.extend(dist.draws_of_unusual_spans());
+        Reach::of(self.index, merged(draws), dist.usual_span())
     }
 
     /// The next query, `None` once the batch's `batch_size` queries are drawn.
@@ -310,26 +330,29 @@ impl BatchStream<'_> {
     /// does); `None` once the batch's `batch_size` queries are drawn.
     #[inline]
     pub fn next_reaching(&mut self, reach: &Reach) -> Option<Drawn> {
-        self.draw(reach.width, |u| reach.holds(u))
+        debug_assert_eq!(reach.batch, self.index, "a reach of this batch");
+        self.draw(reach.span, |u| reach.holds(u))
     }
 
-    /// The next draw: skipped when `holds` refuses its first number, taking a key from a
-    /// segment `width` wide.
+    /// The next draw: skipped when `holds` refuses its first number, the key then taken
+    /// from a segment spanning `span`.
     #[inline]
-    fn draw(&mut self, width: u64, holds: impl Fn(f64) -> bool) -> Option<Drawn> {
+    fn draw(&mut self, span: u64, holds: impl Fn(f64) -> bool) -> Option<Drawn> {
         if self.drawn == self.generator.batch_size {
             return None;
         }
         self.drawn += 1;
         let u = unit_f64(&mut self.rng);
         if !holds(u) {
-            // A key inside a segment takes what a draw over the segment's width takes.
-            self.rng.random_range(0..=width);
+            // A key inside a segment takes the numbers a draw over its span takes: rand
+            // 0.10's `sample_single_inclusive` draws an offset from the range's size alone
+            // (a size of 2^64 wraps to one plain number, on both sides).
+            self.rng.random_range(0..=span);
             self.rest_of_query(0);
             return Some(Drawn::Skipped);
         }
         let dist = distribution_of(self.generator, &self.sliced, self.index);
-        let lo = dist.key_at(u, &mut self.rng);
+        let lo = dist.key_of_draw(u, &mut self.rng);
         Some(Drawn::Query(self.rest_of_query(lo)))
     }
 
@@ -337,28 +360,15 @@ impl BatchStream<'_> {
     #[inline]
     fn rest_of_query(&mut self, lo: u64) -> Query {
         let g = self.generator;
-        match g.kind {
-            QueryKind::Get | QueryKind::Predecessor => Query {
-                lo,
-                hi: lo,
-                value: 0,
-            },
-            QueryKind::RangeMax => Query {
-                lo,
-                hi: lo.saturating_add(g.range_width - 1),
-                value: 0,
-            },
-            QueryKind::RangeCountIf => {
-                let value = match g.value_domain {
-                    Some(d) => self.rng.random_range(0..d),
-                    None => self.rng.next_u64(),
-                };
-                Query {
-                    lo,
-                    hi: lo.saturating_add(g.range_width - 1),
-                    value,
-                }
-            }
+        let value = match (g.kind, g.value_domain) {
+            (QueryKind::RangeCountIf, Some(d)) => self.rng.random_range(0..d),
+            (QueryKind::RangeCountIf, None) => self.rng.next_u64(),
+            _ => 0,
+        };
+        Query {
+            lo,
+            hi: g.upper_end(lo),
+            value,
         }
     }
 
@@ -372,5 +382,57 @@ impl BatchStream<'_> {
             }
         }
         out.len() - before
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reach's pieces tell every draw as a search of its intervals does: at the
+    /// intervals' ends, at the pieces' edges and next to both.
+    #[test]
+    fn a_reach_holds_exactly_the_draws_of_its_intervals() {
+        let piece = 1.0 / (1u64 << PIECE_BITS) as f64;
+        let sets: [&[(f64, f64)]; 5] = [
+            &[],
+            &[(0.0, f64::INFINITY)],
+            &[(0.0, 0.3), (0.3, 0.5), (0.7, 0.7), (0.9, f64::INFINITY)],
+            &[
+                (3.0 * piece, 4.0 * piece),
+                (4.5 * piece, 7.25 * piece),
+                (0.25, 0.25 + piece),
+            ],
+            &[
+                (0.1, 0.100_000_000_1),
+                (0.5 - piece / 3.0, 0.5 + piece / 3.0),
+            ],
+        ];
+        for draws in sets {
+            let reach = Reach::of(0, merged(draws.to_vec()), 0);
+            let mut us: Vec<f64> = (0..=1 << PIECE_BITS).map(|k| k as f64 * piece).collect();
+            for &(a, b) in draws {
+                us.extend([a, b]);
+            }
+            let edges = us.clone();
+            us.extend(edges.iter().flat_map(|u| [u.next_down(), u.next_up()]));
+            us.extend((0..10_000).map(|i| i as f64 / 10_000.0));
+            for u in us.into_iter().filter(|u| (0.0..1.0).contains(u)) {
+                let inside = draws.iter().any(|&(a, b)| a <= u && u < b);
+                assert_eq!(reach.holds(u), inside, "{draws:?}, u {u}");
+            }
+        }
+    }
+
+    #[test]
+    fn merged_draws_are_sorted_and_disjoint() {
+        let m = merged(vec![
+            (0.5, 0.6),
+            (0.1, 0.2),
+            (0.2, 0.3),
+            (0.55, 0.9),
+            (0.95, 1.0),
+        ]);
+        assert_eq!(m, [(0.1, 0.3), (0.5, 0.9), (0.95, 1.0)]);
     }
 }

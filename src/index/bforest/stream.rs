@@ -10,7 +10,8 @@
 //!    `batches.stream_fragments` fragments ([`Budget`]). For each group the batch is drawn
 //!    again from the checkpoints (slabs in parallel); the queries that meet the group's key
 //!    ranges are routed, which gives the group's fragments in the order a whole-batch
-//!    routing gives them.
+//!    routing gives them. Most of the others are told from their draw's first number
+//!    ([`Reach`]) and never built.
 //! 3. **Windows.** Each group is evaluated in windows of a fifth of that: for
 //!    each DPU of the window the plain reference answers its fragments from its chunks'
 //!    pairs (drawn again) and resolves its gets; the evaluation policy writes the buffers,
