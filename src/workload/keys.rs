@@ -298,6 +298,7 @@ mod tests {
             }
         }
     }
+
     /// `draws_of_segments(a, b)` holds exactly the draws whose segment is in `a..=b`, at
     /// the cdf's values and next to them, where an error by one would show.
     #[test]
