@@ -7,7 +7,6 @@
 //! binary search, then a uniform key inside it, so every theta (1.0 included) is exact up
 //! to f64 rounding of the weights.
 
-use crate::rng::unit_f64;
 use rand::RngExt;
 
 /// One key segment `[first, last]` (inclusive) and its unnormalised weight.
@@ -191,13 +190,7 @@ impl KeyDistribution {
         Self::from_segments(out)
     }
 
-    /// Draws one key.
-    pub fn sample(&self, rng: &mut impl rand::Rng) -> u64 {
-        let u = unit_f64(rng);
-        self.key_of_draw(u, rng)
-    }
-
-    /// The key of a draw whose first number was `u` ([`unit_f64`]): a uniform key inside
+    /// The key of a draw whose first number was `u` ([`unit_f64`](crate::rng::unit_f64)): a uniform key inside
     /// `u`'s segment, drawn from `rng`.
     #[inline]
     pub fn key_of_draw(&self, u: f64, rng: &mut impl rand::Rng) -> u64 {
@@ -272,6 +265,7 @@ impl KeyDistribution {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::unit_f64;
 
     #[test]
     fn the_guided_search_finds_the_segment_a_plain_search_finds() {
@@ -415,7 +409,8 @@ mod tests {
             let mut rng = stream(11, Purpose::Batch, i as u64);
             let mut counts = vec![0u64; 64];
             for _ in 0..200_000 {
-                counts[(d.sample(&mut rng) >> 58) as usize] += 1;
+                let u = unit_f64(&mut rng);
+                counts[(d.key_of_draw(u, &mut rng) >> 58) as usize] += 1;
             }
             let probabilities = zipf_probabilities(64, theta);
             let x2 = chi_square(&counts, &probabilities);
