@@ -53,7 +53,7 @@ pub use self::core::{
 };
 pub use error::{KernelError, LaunchError, SyncKind, TaskletWait};
 pub use mram::{Mram, MramOverflow};
-pub use tasklet::{Tasklet, Wait};
+pub use tasklet::{ComputeThenDma, Tasklet, Wait};
 
 use self::core::{Core, Observer, Recorder};
 use crate::engine::{Cycles, Time};
@@ -293,6 +293,15 @@ fn poll_tasklet<F: Future<Output = Result<(), KernelError>>>(
     }
 }
 
+/// What one step of the executor did.
+enum Step {
+    /// A queued event woke this tasklet.
+    Woken(u32),
+    /// The pipeline's completion finished the computes in `done`; `then_dma` if one of
+    /// their tasklets asked for a DMA after its compute.
+    Computed { then_dma: bool },
+}
+
 /// The deterministic single-threaded executor of one launch.
 fn run<K: Kernel, O: Observer>(
     kernel: &K,
@@ -319,7 +328,7 @@ fn run<K: Kernel, O: Observer>(
     loop {
         // The earlier of the queue's next event and the pipeline's next completion; the
         // queue first at equal times.
-        let woken_one = {
+        let step = {
             let mut c = core.borrow_mut();
             let queued = c.queue.peek_time();
             let pipeline = c.pipeline_next;
@@ -340,20 +349,32 @@ fn run<K: Kernel, O: Observer>(
                 assert!(time >= c.now, "time went backwards");
                 c.now = time;
                 c.resume(t);
-                Some(t)
+                Step::Woken(t)
             } else {
                 let time = pipeline.expect("checked");
                 assert!(time >= c.now, "time went backwards");
                 c.now = time;
-                c.finish_computes(&mut done);
-                None
+                Step::Computed {
+                    then_dma: c.finish_computes(&mut done),
+                }
             }
         };
-        match woken_one {
-            Some(t) => poll(t, &mut futures)?,
-            None => {
+        match step {
+            Step::Woken(t) => poll(t, &mut futures)?,
+            Step::Computed { then_dma: false } => {
                 for &t in &done {
                     poll(t, &mut futures)?;
+                }
+            }
+            Step::Computed { then_dma: true } => {
+                // In finish order, each finisher goes on: by the DMA it asked for after its
+                // compute, or by a poll.
+                for &t in &done {
+                    let then_dma = core.borrow_mut().take_then_dma(t);
+                    match then_dma {
+                        Some(issued) => issued?,
+                        None => poll(t, &mut futures)?,
+                    }
                 }
             }
         }

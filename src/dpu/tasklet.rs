@@ -6,7 +6,7 @@
 //! of the code you stand for with [`Tasklet::compute`] or [`Tasklet::op`].
 
 use super::Op;
-use super::core::{Core, Request};
+use super::core::{Core, Dma, Request};
 use super::error::KernelError;
 use crate::machine::DmaDirection;
 use std::cell::RefCell;
@@ -53,6 +53,40 @@ impl Future for Wait<'_> {
         }
         let woken = &mut core.woken[this.tasklet.id as usize];
         if std::mem::take(woken) {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// A compute and then a DMA, pending ([`Tasklet::compute_then_mram_read`]); resolves when
+/// the DMA completes.
+#[must_use = "an operation does nothing until it is awaited"]
+pub struct ComputeThenDma<'a> {
+    tasklet: &'a Tasklet,
+    instructions: u64,
+    dma: Dma,
+    issued: bool,
+}
+
+impl Future for ComputeThenDma<'_> {
+    type Output = Result<(), KernelError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let id = this.tasklet.id;
+        let mut core = this.tasklet.core.borrow_mut();
+        if !this.issued {
+            this.issued = true;
+            return match core.issue_compute_then_dma(id, this.instructions, &this.dma) {
+                Ok(true) => Poll::Ready(Ok(())),
+                Ok(false) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e)),
+            };
+        }
+        if std::mem::take(&mut core.woken[id as usize]) {
             Poll::Ready(Ok(()))
         } else {
             Poll::Pending
@@ -120,6 +154,31 @@ impl Tasklet {
             wram_addr,
             size_bytes,
         })
+    }
+
+    /// `compute(instructions).await` and then `mram_read(mram_addr, wram_addr,
+    /// size_bytes).await`, as one operation: the same simulated time, data and counters, and
+    /// the DMA is issued when the compute finishes, but the simulator resumes the tasklet
+    /// once instead of twice (a tree descent's step: compare keys, then fetch the child).
+    /// An error of the DMA fails the launch.
+    pub fn compute_then_mram_read(
+        &self,
+        instructions: u64,
+        mram_addr: u64,
+        wram_addr: u32,
+        size_bytes: u32,
+    ) -> ComputeThenDma<'_> {
+        ComputeThenDma {
+            tasklet: self,
+            instructions,
+            dma: Dma {
+                direction: DmaDirection::Read,
+                mram_addr,
+                wram_addr,
+                size_bytes,
+            },
+            issued: false,
+        }
     }
 
     /// A hint to the host, not a DPU operation: the kernel will soon read `size_bytes` at

@@ -266,21 +266,14 @@ impl Ctx<'_> {
             let addr = tree.base + link.offset_bytes();
             // The child's address is known: let the host fetch it during the compute.
             t.prefetch_mram(addr, size);
-            t.compute(PER_NODE_INSTRUCTIONS + per_key * compared as u64)
+            let compare = PER_NODE_INSTRUCTIONS + per_key * compared as u64;
+            t.compute_then_mram_read(compare, addr, node_wram, size)
                 .await?;
-            t.mram_read(addr, node_wram, size).await?;
         }
         // Scan leaves from the one holding `lo` until a key beyond `hi`.
         let mut acc = RangeAcc::default();
-        let mut first_leaf = true;
         loop {
             let size = node_read_bytes(link, true);
-            if !first_leaf {
-                t.mram_read(tree.base + link.offset_bytes(), self.own.node, size)
-                    .await?;
-                node_wram = self.own.node;
-            }
-            first_leaf = false;
             let LeafScan {
                 next,
                 done,
@@ -289,17 +282,20 @@ impl Ctx<'_> {
             } = t.with_wram(node_wram, size, |b| {
                 scan_leaf(&Leaf::new(b), kind, &query, &mut acc)
             })?;
-            if !done && next != NO_LINK {
-                t.prefetch_mram(tree.base + next.offset_bytes(), node_read_bytes(next, true));
-            }
-            t.compute(PER_NODE_INSTRUCTIONS + per_pair * examined)
-                .await?;
-            if let Some(v) = found {
-                return Ok((v, 1));
-            }
+            let scan = PER_NODE_INSTRUCTIONS + per_pair * examined;
+            // A get that found its key is done too.
             if done || next == NO_LINK {
+                t.compute(scan).await?;
+                if let Some(v) = found {
+                    return Ok((v, 1));
+                }
                 break;
             }
+            let (addr, size) = (tree.base + next.offset_bytes(), node_read_bytes(next, true));
+            t.prefetch_mram(addr, size);
+            t.compute_then_mram_read(scan, addr, self.own.node, size)
+                .await?;
+            node_wram = self.own.node;
             link = next;
         }
         match kind {
