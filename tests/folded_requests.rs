@@ -8,6 +8,10 @@ mod common;
 
 use pimdes::dpu::{Dpu, Kernel, KernelError, LaunchReport, Tasklet, TaskletTimeline};
 use proptest::prelude::*;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
 
 /// One step of a tasklet's program.
 #[derive(Debug, Clone)]
@@ -25,8 +29,8 @@ enum Step {
     Locked { instructions: u64 },
 }
 
-/// Every tasklet runs its own program; tasklet `t` folds its compute-then-read steps if
-/// `fold[t]`.
+/// Every tasklet runs its own program, waiting at barrier 1 once halfway through it;
+/// tasklet `t` folds its compute-then-read steps if `fold[t]`.
 #[derive(Debug, Clone)]
 struct Programs {
     steps: Vec<Vec<Step>>,
@@ -39,7 +43,11 @@ impl Kernel for Programs {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let buf = t.mem_alloc(BUFFER_BYTES)?;
         let id = t.id() as usize;
-        for step in &self.steps[id] {
+        let steps = &self.steps[id];
+        for (i, step) in steps.iter().enumerate() {
+            if i == steps.len() / 2 {
+                t.barrier_wait(1).await?;
+            }
             match *step {
                 Step::ComputeRead {
                     instructions,
@@ -65,13 +73,31 @@ impl Kernel for Programs {
                 }
             }
         }
+        if steps.is_empty() {
+            t.barrier_wait(1).await?;
+        }
         Ok(())
     }
 }
 
+/// The PrIM machine's DPU, or one whose mutexes and barriers cost nothing (so that the
+/// tasklets they release resume at the cycle they are released).
+fn machine(free_sync: bool) -> pimdes::machine::Machine {
+    let free = [
+        "dpu.instructions.mutex_lock=0",
+        "dpu.instructions.mutex_unlock=0",
+        "dpu.instructions.barrier_wait=0",
+    ];
+    common::machine(if free_sync { &free } else { &[] })
+}
+
 /// A DPU whose first 64 KiB of MRAM hold distinct words.
 fn dpu() -> Dpu {
-    let m = common::machine(&[]);
+    dpu_of(false)
+}
+
+fn dpu_of(free_sync: bool) -> Dpu {
+    let m = machine(free_sync);
     let mut dpu = Dpu::new(&m.dpu, 0);
     let words: Vec<u64> = (0..8192u64)
         .map(|i| i.wrapping_mul(0x9e37_79b9) + 1)
@@ -82,7 +108,11 @@ fn dpu() -> Dpu {
 
 /// The launch's report and timeline, and the first 64 KiB of MRAM after it.
 fn run(programs: &Programs) -> (LaunchReport, TaskletTimeline, Vec<u64>) {
-    let mut dpu = dpu();
+    run_on(programs, false)
+}
+
+fn run_on(programs: &Programs, free_sync: bool) -> (LaunchReport, TaskletTimeline, Vec<u64>) {
+    let mut dpu = dpu_of(free_sync);
     let tasklets = programs.steps.len() as u32;
     let (report, timeline) = dpu.launch_recorded(programs, tasklets, 1 << 20).unwrap();
     (report, timeline, dpu.mram().read_u64s(0, 8192))
@@ -116,9 +146,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
-    fn a_folded_compute_and_read_is_the_two_requests(p in programs()) {
-        let folded = run(&p);
-        let plain = run(&Programs { fold: vec![false; p.fold.len()], ..p.clone() });
+    fn a_folded_compute_and_read_is_the_two_requests(p in programs(), free_sync: bool) {
+        let folded = run_on(&p, free_sync);
+        let plain = run_on(&Programs { fold: vec![false; p.fold.len()], ..p.clone() }, free_sync);
         prop_assert_eq!(&folded.0, &plain.0, "report");
         prop_assert_eq!(&folded.1, &plain.1, "timeline");
         prop_assert!(folded.2 == plain.2, "MRAM");
@@ -130,12 +160,19 @@ proptest! {
 /// tasklet order, folded or not.
 #[test]
 fn tasklets_finishing_together_read_in_the_same_order_folded_or_not() {
-    let round = |t: usize| Step::ComputeRead {
+    let read = |t: usize| Step::ComputeRead {
         instructions: 20,
         addr: 64 * t as u64,
         size_bytes: 64,
     };
-    let steps: Vec<Vec<Step>> = (0..16).map(|t| vec![round(t); 8]).collect();
+    // Each round's write carries what the reads brought into MRAM.
+    let write = |t: usize| Step::Write {
+        addr: 4096 + 8 * t as u64,
+        size_bytes: 8,
+    };
+    let steps: Vec<Vec<Step>> = (0..16)
+        .map(|t| (0..8).flat_map(|_| [read(t), write(t)]).collect())
+        .collect();
     let fold = |f: bool| Programs {
         steps: steps.clone(),
         fold: (0..16).map(|t| f && t % 2 == 0).collect(),
@@ -146,13 +183,21 @@ fn tasklets_finishing_together_read_in_the_same_order_folded_or_not() {
     assert!(folded.2 == plain.2);
     // Per round, 16 reads of 64 bytes at 16 + 0.5 x 64 = 48 cycles of occupancy each
     // serialise on the engine: the reads, not the pipeline, set the pace.
-    assert_eq!(folded.0.stats.dma_reads, 128);
+    assert_eq!(
+        (folded.0.stats.dma_reads, folded.0.stats.dma_writes),
+        (128, 128)
+    );
     assert!(folded.0.cycles >= 128 * 48, "{}", folded.0.cycles);
+    let before = dpu().mram().read_u64s(0, 8192);
+    assert!(
+        folded.2[512..528] != before[512..528],
+        "the writes changed the MRAM"
+    );
 }
 
-/// One tasklet: 10 instructions (110 cycles) then an 8-byte read (77 + 0.5 x 8 = 81 cycles),
-/// as the two requests take (tests/tasklet_timeline.rs); and with no instructions, the
-/// read alone.
+/// One tasklet: its barrier (10 instructions, 110 cycles), then 10 instructions (110 cycles)
+/// and an 8-byte read (77 + 0.5 x 8 = 81 cycles), as the two requests take
+/// (tests/tasklet_timeline.rs); with no instructions, the barrier and the read alone.
 #[test]
 fn one_folded_step_takes_the_compute_then_the_read() {
     let one = |instructions: u64| Programs {
@@ -164,19 +209,20 @@ fn one_folded_step_takes_the_compute_then_the_read() {
         fold: vec![true],
     };
     let (report, _, _) = run(&one(10));
-    assert_eq!(report.cycles, 191);
-    assert_eq!((report.stats.instructions, report.stats.dma_reads), (10, 1));
-    // The pipeline's completion and the DMA's: two events, as unfolded.
-    assert_eq!(report.stats.events, 2);
+    assert_eq!(report.cycles, 110 + 110 + 81);
+    assert_eq!((report.stats.instructions, report.stats.dma_reads), (20, 1));
+    // The barrier's and the compute's pipeline completions and the DMA's: three events,
+    // as unfolded.
+    assert_eq!(report.stats.events, 3);
     let (report, _, _) = run(&one(0));
-    assert_eq!((report.cycles, report.stats.events), (81, 1));
+    assert_eq!((report.cycles, report.stats.events), (110 + 81, 2));
 }
 
 /// A read the machine refuses fails the launch with the error the plain read gives, whether
-/// it is issued after a compute or at once (no instructions).
+/// it is issued after a compute or at once (no instructions); so does a compute too long.
 #[test]
 fn a_bad_folded_read_is_the_plain_reads_error() {
-    for instructions in [0, 12] {
+    for instructions in [0, 12, 1 << 41] {
         for (addr, size_bytes) in [(0, 12), (4, 8), (0, 4096), (64 << 20, 8)] {
             let programs = |fold: bool| Programs {
                 steps: vec![
@@ -196,5 +242,96 @@ fn a_bad_folded_read_is_the_plain_reads_error() {
                 "{instructions} instructions, {size_bytes} bytes at {addr}"
             );
         }
+    }
+}
+
+/// One read of 8 bytes after `instructions`, folded or not; whether it failed is written to
+/// MRAM word 100 (a kernel that handles the error instead of passing it on).
+struct Catches {
+    fold: bool,
+    size_bytes: u32,
+}
+
+impl Kernel for Catches {
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        let buf = t.mem_alloc(16)?;
+        let read = if self.fold {
+            t.compute_then_mram_read(12, 0, buf, self.size_bytes).await
+        } else {
+            match t.compute(12).await {
+                Ok(()) => t.mram_read(0, buf, self.size_bytes).await,
+                e => e,
+            }
+        };
+        t.wram_write_u64(buf, read.is_err() as u64)?;
+        t.mram_write(buf, 800, 8).await
+    }
+}
+
+#[test]
+fn a_kernel_sees_its_folded_reads_error_as_it_sees_a_plain_reads() {
+    for size_bytes in [8, 12] {
+        let run = |fold: bool| {
+            let mut dpu = dpu();
+            let report = dpu.launch(&Catches { fold, size_bytes }, 1).unwrap();
+            (report, dpu.mram().read_u64s(800, 1)[0])
+        };
+        let (folded, plain) = (run(true), run(false));
+        assert_eq!(folded, plain, "{size_bytes} bytes");
+        assert_eq!(folded.1, (size_bytes == 12) as u64, "{size_bytes} bytes");
+    }
+}
+
+/// Counts the polls of the future it wraps.
+struct Counted<'a, F> {
+    inner: Pin<Box<F>>,
+    polls: &'a AtomicU32,
+}
+
+impl<F: Future> Future for Counted<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+/// A compute then a read, folded or not, every poll of the operations counted.
+struct CountsPolls {
+    fold: bool,
+    polls: AtomicU32,
+}
+
+impl Kernel for CountsPolls {
+    async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
+        let buf = t.mem_alloc(8)?;
+        let counted = |f| Counted {
+            inner: Box::pin(f),
+            polls: &self.polls,
+        };
+        if self.fold {
+            return Counted {
+                inner: Box::pin(t.compute_then_mram_read(10, 0, buf, 8)),
+                polls: &self.polls,
+            }
+            .await;
+        }
+        counted(t.compute(10)).await?;
+        counted(t.mram_read(0, buf, 8)).await
+    }
+}
+
+/// The point of folding: the tasklet is resumed once (an issuing poll and a finishing one),
+/// not twice as for the two requests.
+#[test]
+fn a_folded_step_is_polled_twice_and_the_two_requests_four_times() {
+    for (fold, polls) in [(true, 2), (false, 4)] {
+        let kernel = CountsPolls {
+            fold,
+            polls: AtomicU32::new(0),
+        };
+        dpu().launch(&kernel, 1).unwrap();
+        assert_eq!(kernel.polls.into_inner(), polls, "fold: {fold}");
     }
 }

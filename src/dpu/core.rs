@@ -38,6 +38,7 @@ use crate::engine::{SlotQueue, SortedRing};
 use crate::machine::{DmaDirection, DpuParams};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::task::Poll;
 
 /// Upper bound on events of one launch (about 4 minutes of simulation at 20 M events/s):
 /// a kernel that loops forever is stopped with an error, not hung. Real launches need
@@ -74,16 +75,15 @@ pub(crate) struct Dma {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Request {
     Compute(u64),
-    Dma {
-        direction: DmaDirection,
-        mram_addr: u64,
-        wram_addr: u32,
-        size_bytes: u32,
-    },
+    Dma(Dma),
     Lock(u32),
     Unlock(u32),
     Barrier(u32),
 }
+
+// Every await holds a request: keep it three words (the DMA's direction leaves room for the
+// tag).
+const _: () = assert!(std::mem::size_of::<Request>() == 24);
 
 /// What a tasklet does now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,11 +270,17 @@ pub(crate) struct Core {
     mutex_waiters: Vec<VecDeque<u32>>,
     barrier_arrived: Vec<Vec<u32>>,
     state: Vec<State>,
-    /// Set by the executor just before it polls a tasklet whose wait ended.
+    /// Set by the executor just before it polls a tasklet whose wait ended (and cleared
+    /// again by [`Core::take_then_dma`], which goes on without a poll).
     pub(crate) woken: Vec<bool>,
     /// The DMA each computing tasklet issues when its compute finishes
-    /// ([`Request::ComputeThenDma`]).
+    /// ([`Core::issue_compute_then_dma`]).
     then_dma: Vec<Option<Dma>>,
+    /// The error of such a DMA, for the tasklet's next poll.
+    then_dma_failed: Vec<Option<KernelError>>,
+    /// A tasklet of this launch has asked for a DMA after a compute: the executor looks for
+    /// such DMAs at each pipeline completion (a launch that never asks pays nothing).
+    pub(crate) folds: bool,
     pub(crate) finish_cycle: Vec<u64>,
     pub(crate) wram: Vec<u8>,
     pub(crate) heap_next: u64,
@@ -375,6 +381,8 @@ impl Core {
             state: vec![State::Running; tasklets as usize],
             woken: vec![false; tasklets as usize],
             then_dma: vec![None; tasklets as usize],
+            then_dma_failed: vec![None; tasklets as usize],
+            folds: false,
             finish_cycle: vec![0; tasklets as usize],
             wram: vec![0; params.wram_size_bytes as usize],
             heap_next: stacks,
@@ -475,9 +483,8 @@ impl Core {
     }
 
     /// Handles the pipeline's completion: puts the tasklets that finished into `done`, in
-    /// the order (finish, tasklet id), and marks them woken. True if one of them asked for
-    /// a DMA after its compute ([`Core::take_then_dma`]).
-    pub(crate) fn finish_computes(&mut self, done: &mut Vec<u32>) -> bool {
+    /// the order (finish, tasklet id), and marks them woken.
+    pub(crate) fn finish_computes(&mut self, done: &mut Vec<u32>) {
         self.advance();
         let v = self.virtual_work;
         done.clear();
@@ -492,13 +499,10 @@ impl Core {
         }
         self.first_finish = self.computing.front().map(|e| e >> TASKLET_BITS);
         self.reschedule_compute();
-        let mut then_dma = false;
         for &t in done.iter() {
             self.state[t as usize] = State::Running;
             self.woken[t as usize] = true;
-            then_dma |= self.then_dma[t as usize].is_some();
         }
-        then_dma
     }
 
     /// Lets a tasklet whose wait ended (mutex granted, barrier released) go on, paying the
@@ -535,12 +539,7 @@ impl Core {
         }
         match *request {
             Request::Compute(n) => self.start_compute(tasklet, n),
-            Request::Dma {
-                direction,
-                mram_addr,
-                wram_addr,
-                size_bytes,
-            } => self.start_dma(tasklet, direction, mram_addr, wram_addr, size_bytes),
+            Request::Dma(dma) => self.start_dma(tasklet, &dma),
             Request::Lock(id) => {
                 self.check_sync_id(tasklet, SyncKind::Mutex, id)?;
                 let cost = self.params.costs.mutex_lock;
@@ -605,39 +604,55 @@ impl Core {
             return Err(KernelError::AlreadyWaiting { tasklet });
         }
         if self.start_compute(tasklet, instructions)? {
-            return self.start_dma_of(tasklet, dma);
+            return self.start_dma(tasklet, dma);
         }
         self.then_dma[tasklet as usize] = Some(*dma);
+        self.folds = true;
         Ok(false)
     }
 
-    /// If `tasklet`, whose compute just finished, asked for a DMA after it, issues that DMA
-    /// and returns `Some` of its outcome: the tasklet stays blocked, now on the DMA, and is
-    /// not to be polled. `None`: poll it.
-    pub(crate) fn take_then_dma(&mut self, tasklet: u32) -> Option<Result<(), KernelError>> {
-        let dma = self.then_dma[tasklet as usize].take()?;
-        self.woken[tasklet as usize] = false;
-        let issued = self.start_dma_of(tasklet, &dma);
-        debug_assert!(
-            !matches!(issued, Ok(true)),
-            "a DMA blocks its tasklet until it completes"
-        );
-        Some(issued.map(|_| ()))
+    /// Goes on with `tasklet`, whose compute just finished, if it asked for a DMA after
+    /// it: issues the DMA, and the tasklet stays blocked, now on the DMA. False if the
+    /// tasklet is to be polled instead: it asked for nothing, or the DMA failed (the poll
+    /// then hands the kernel the error, as the plain request would).
+    pub(crate) fn take_then_dma(&mut self, tasklet: u32) -> bool {
+        let Some(dma) = self.then_dma[tasklet as usize].take() else {
+            return false;
+        };
+        match self.start_dma(tasklet, &dma) {
+            Ok(blocks) => {
+                debug_assert!(!blocks, "a DMA blocks its tasklet until it completes");
+                self.woken[tasklet as usize] = false;
+                true
+            }
+            Err(e) => {
+                self.then_dma_failed[tasklet as usize] = Some(e);
+                false
+            }
+        }
     }
 
-    fn start_dma_of(&mut self, tasklet: u32, dma: &Dma) -> Result<bool, KernelError> {
-        let d = *dma;
-        self.start_dma(tasklet, d.direction, d.mram_addr, d.wram_addr, d.size_bytes)
+    /// Whether `tasklet`'s wait has ended, then as [`Future::poll`] would say it: its
+    /// compute-then-DMA's error if the DMA failed ([`Core::take_then_dma`]), or done once
+    /// woken (clearing the flag).
+    pub(crate) fn wait_outcome(&mut self, tasklet: u32) -> Poll<Result<(), KernelError>> {
+        let t = tasklet as usize;
+        if std::mem::take(&mut self.woken[t]) {
+            return Poll::Ready(match self.then_dma_failed[t].take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            });
+        }
+        Poll::Pending
     }
 
-    fn start_dma(
-        &mut self,
-        tasklet: u32,
-        direction: DmaDirection,
-        mram_addr: u64,
-        wram_addr: u32,
-        size_bytes: u32,
-    ) -> Result<bool, KernelError> {
+    fn start_dma(&mut self, tasklet: u32, dma: &Dma) -> Result<bool, KernelError> {
+        let Dma {
+            direction,
+            mram_addr,
+            wram_addr,
+            size_bytes,
+        } = *dma;
         let d = &self.params.dma;
         // The alignment is a power of two (validated), so a mask replaces a division.
         let mask = d.alignment_bytes - 1;

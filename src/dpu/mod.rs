@@ -298,7 +298,7 @@ enum Step {
     /// A queued event woke this tasklet.
     Woken(u32),
     /// The pipeline's completion finished the computes in `done`; `then_dma` if one of
-    /// their tasklets asked for a DMA after its compute.
+    /// their tasklets may have asked for a DMA after its compute ([`Core::folds`]).
     Computed { then_dma: bool },
 }
 
@@ -326,38 +326,10 @@ fn run<K: Kernel, O: Observer>(
     let mut events = 0u64;
     let mut done = Vec::with_capacity(tasklets as usize);
     loop {
-        // The earlier of the queue's next event and the pipeline's next completion; the
-        // queue first at equal times.
-        let step = {
-            let mut c = core.borrow_mut();
-            let queued = c.queue.peek_time();
-            let pipeline = c.pipeline_next;
-            let from_queue = match (queued, pipeline) {
-                (None, None) => break,
-                (Some(q), Some(p)) => q <= p,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-            };
-            events += 1;
-            if events > MAX_EVENTS_PER_LAUNCH {
-                return Err(KernelError::EventLimit {
-                    limit: MAX_EVENTS_PER_LAUNCH,
-                });
-            }
-            if from_queue {
-                let (time, t) = c.queue.pop().expect("peeked");
-                assert!(time >= c.now, "time went backwards");
-                c.now = time;
-                c.resume(t);
-                Step::Woken(t)
-            } else {
-                let time = pipeline.expect("checked");
-                assert!(time >= c.now, "time went backwards");
-                c.now = time;
-                Step::Computed {
-                    then_dma: c.finish_computes(&mut done),
-                }
-            }
+        // A statement of its own, so that the core's borrow ends with it.
+        let step = next_step(&mut core.borrow_mut(), &mut done, &mut events)?;
+        let Some(step) = step else {
+            break;
         };
         match step {
             Step::Woken(t) => poll(t, &mut futures)?,
@@ -370,10 +342,9 @@ fn run<K: Kernel, O: Observer>(
                 // In finish order, each finisher goes on: by the DMA it asked for after its
                 // compute, or by a poll.
                 for &t in &done {
-                    let then_dma = core.borrow_mut().take_then_dma(t);
-                    match then_dma {
-                        Some(issued) => issued?,
-                        None => poll(t, &mut futures)?,
+                    let issued = core.borrow_mut().take_then_dma(t);
+                    if !issued {
+                        poll(t, &mut futures)?;
                     }
                 }
             }
@@ -383,6 +354,42 @@ fn run<K: Kernel, O: Observer>(
     drop(futures);
     drop(handles);
     launch_outcome(&mut core.borrow_mut(), events)
+}
+
+/// Takes the earlier of the queue's next event and the pipeline's next completion (the
+/// queue first at equal times) and moves the clock to it: `None` once neither is left.
+#[inline(always)]
+fn next_step(
+    c: &mut Core,
+    done: &mut Vec<u32>,
+    events: &mut u64,
+) -> Result<Option<Step>, KernelError> {
+    let queued = c.queue.peek_time();
+    let pipeline = c.pipeline_next;
+    let from_queue = match (queued, pipeline) {
+        (None, None) => return Ok(None),
+        (Some(q), Some(p)) => q <= p,
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+    };
+    *events += 1;
+    if *events > MAX_EVENTS_PER_LAUNCH {
+        return Err(KernelError::EventLimit {
+            limit: MAX_EVENTS_PER_LAUNCH,
+        });
+    }
+    if from_queue {
+        let (time, t) = c.queue.pop().expect("peeked");
+        assert!(time >= c.now, "time went backwards");
+        c.now = time;
+        c.resume(t);
+        return Ok(Some(Step::Woken(t)));
+    }
+    let time = pipeline.expect("checked");
+    assert!(time >= c.now, "time went backwards");
+    c.now = time;
+    c.finish_computes(done);
+    Ok(Some(Step::Computed { then_dma: c.folds }))
 }
 
 /// The handles of a launch's `tasklets` tasklets on `core`.

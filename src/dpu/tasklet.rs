@@ -86,11 +86,7 @@ impl Future for ComputeThenDma<'_> {
                 Err(e) => Poll::Ready(Err(e)),
             };
         }
-        if std::mem::take(&mut core.woken[id as usize]) {
-            Poll::Ready(Ok(()))
-        } else {
-            Poll::Pending
-        }
+        core.wait_outcome(id)
     }
 }
 
@@ -148,19 +144,19 @@ impl Tasklet {
     /// `mram_read(from, to, size)`: copies `size_bytes` from MRAM to WRAM; blocks this
     /// tasklet for the DMA's latency.
     pub fn mram_read(&self, mram_addr: u64, wram_addr: u32, size_bytes: u32) -> Wait<'_> {
-        self.wait(Request::Dma {
+        self.wait(Request::Dma(Dma {
             direction: DmaDirection::Read,
             mram_addr,
             wram_addr,
             size_bytes,
-        })
+        }))
     }
 
     /// `compute(instructions).await` and then `mram_read(mram_addr, wram_addr,
     /// size_bytes).await`, as one operation: the same simulated time, data and counters, and
     /// the DMA is issued when the compute finishes, but the simulator resumes the tasklet
     /// once instead of twice (a tree descent's step: compare keys, then fetch the child).
-    /// An error of the DMA fails the launch.
+    /// An error of the read comes back from this operation, as from the plain read.
     pub fn compute_then_mram_read(
         &self,
         instructions: u64,
@@ -193,12 +189,12 @@ impl Tasklet {
 
     /// `mram_write(from, to, size)`: copies `size_bytes` from WRAM to MRAM.
     pub fn mram_write(&self, wram_addr: u32, mram_addr: u64, size_bytes: u32) -> Wait<'_> {
-        self.wait(Request::Dma {
+        self.wait(Request::Dma(Dma {
             direction: DmaDirection::Write,
             mram_addr,
             wram_addr,
             size_bytes,
-        })
+        }))
     }
 
     /// `mutex_lock(id)`: blocks until this tasklet holds mutex `id` (FIFO hand-over).

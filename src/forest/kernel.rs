@@ -283,7 +283,7 @@ impl Ctx<'_> {
                 scan_leaf(&Leaf::new(b), kind, &query, &mut acc)
             })?;
             let scan = PER_NODE_INSTRUCTIONS + per_pair * examined;
-            // A get that found its key is done too.
+            debug_assert!(found.is_none() || done, "a get that found its key is done");
             if done || next == NO_LINK {
                 t.compute(scan).await?;
                 if let Some(v) = found {
@@ -291,9 +291,10 @@ impl Ctx<'_> {
                 }
                 break;
             }
-            let (addr, size) = (tree.base + next.offset_bytes(), node_read_bytes(next, true));
-            t.prefetch_mram(addr, size);
-            t.compute_then_mram_read(scan, addr, self.own.node, size)
+            let addr = tree.base + next.offset_bytes();
+            let next_size = node_read_bytes(next, true);
+            t.prefetch_mram(addr, next_size);
+            t.compute_then_mram_read(scan, addr, self.own.node, next_size)
                 .await?;
             node_wram = self.own.node;
             link = next;
