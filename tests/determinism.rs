@@ -1,5 +1,5 @@
 //! Same inputs and seed, same bytes: across runs, thread counts, and against a golden file.
-//! Regenerate the golden file with
+//! Regenerate the golden files with
 //! `PIMDES_BLESS=1 cargo test --profile checked --test determinism` after an intended change,
 //! and say why in the commit.
 
@@ -105,4 +105,59 @@ fn without_commit(json: &str) -> String {
         .find(|l| l.trim_start().starts_with("\"git_commit\":"))
         .expect("reports name the build's commit");
     json.replace(line, "  \"git_commit\": null,")
+}
+
+/// The report of `pimdes run` of the tiny workload with `index`, without its `host` block
+/// (the simulating host's wall times and memory) and with a null commit: what the
+/// simulation computed, timing included.
+fn run_report(index: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args([
+            "run",
+            "--machine",
+            "machines/paper-2rank.toml",
+            "--workload",
+            "workloads/tiny.toml",
+            "--set",
+            &format!("run.index={index}"),
+            "--json",
+            "--quiet",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let fields = report.as_object_mut().expect("an object");
+    assert!(fields.remove("host").is_some(), "reports have a host block");
+    fields.insert("git_commit".into(), serde_json::Value::Null);
+    serde_json::to_string_pretty(&report).expect("serialises") + "\n"
+}
+
+/// Both indexes' reports on the tiny workload, batch times and kernel cycles included, are
+/// the committed ones: a change to the engine, a kernel or a host cost that moves any
+/// simulated figure shows here (`.ci/run`'s snapshot sweep covers B+-Forest only).
+#[test]
+fn golden_run_outputs() {
+    for (index, file) in [
+        ("b+forest", "run-tiny-bforest.json"),
+        ("pim-tree", "run-tiny-pimtree.json"),
+    ] {
+        let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(file);
+        let got = run_report(index);
+        if std::env::var_os("PIMDES_BLESS").is_some() {
+            std::fs::write(&golden, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&golden).expect("golden file exists (bless to create)");
+        assert_eq!(
+            got, want,
+            "{index}: output changed; if intended, bless and explain in the commit"
+        );
+    }
 }
