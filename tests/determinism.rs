@@ -3,6 +3,8 @@
 //! `PIMDES_BLESS=1 cargo test --profile checked --test determinism` after an intended change,
 //! and say why in the commit.
 
+mod common;
+
 use std::process::Command;
 
 fn partition_json(partitioner: &str, threads: &str, extra: &[&str]) -> String {
@@ -111,27 +113,9 @@ fn without_commit(json: &str) -> String {
 /// (the simulating host's wall times and memory) and with a null commit: what the
 /// simulation computed, timing included.
 fn run_report(index: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_pimdes"))
-        .args([
-            "run",
-            "--machine",
-            "machines/paper-2rank.toml",
-            "--workload",
-            "workloads/tiny.toml",
-            "--set",
-            &format!("run.index={index}"),
-            "--json",
-            "--quiet",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let out = common::run_tiny(&["--json", "--quiet"], &[&format!("run.index={index}")]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let mut report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
     let fields = report.as_object_mut().expect("an object");
     assert!(fields.remove("host").is_some(), "reports have a host block");
     fields.insert("git_commit".into(), serde_json::Value::Null);
