@@ -279,7 +279,7 @@ pub(crate) struct Core {
     /// The error of such a DMA, for the tasklet's next poll.
     then_dma_failed: Vec<Option<KernelError>>,
     /// A tasklet of this launch has asked for a DMA after a compute: the executor looks for
-    /// such DMAs at each pipeline completion (a launch that never asks pays nothing).
+    /// such DMAs at each pipeline completion (a launch that never asks tests only this).
     pub(crate) folds: bool,
     pub(crate) finish_cycle: Vec<u64>,
     pub(crate) wram: Vec<u8>,
