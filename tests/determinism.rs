@@ -89,14 +89,21 @@ fn golden_partition_output() {
         ],
     );
     // The build's commit is not an output of the simulation: the golden file has null.
-    let got = without_commit(&got);
+    assert_golden(&golden, &without_commit(&got));
+}
+
+/// `got` is the content of `golden`; with `PIMDES_BLESS` set, it becomes it first.
+#[track_caller]
+fn assert_golden(golden: &std::path::Path, got: &str) {
     if std::env::var_os("PIMDES_BLESS").is_some() {
-        std::fs::write(&golden, &got).unwrap();
+        std::fs::write(golden, got).unwrap();
     }
-    let want = std::fs::read_to_string(&golden).expect("golden file exists (bless to create)");
+    let want = std::fs::read_to_string(golden).expect("golden file exists (bless to create)");
     assert_eq!(
-        got, want,
-        "output changed; if intended, bless and explain in the commit"
+        got,
+        want,
+        "{}: output changed; if intended, bless and explain in the commit",
+        golden.display()
     );
 }
 
@@ -134,14 +141,6 @@ fn golden_run_outputs() {
         let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/golden")
             .join(file);
-        let got = run_report(index);
-        if std::env::var_os("PIMDES_BLESS").is_some() {
-            std::fs::write(&golden, &got).unwrap();
-        }
-        let want = std::fs::read_to_string(&golden).expect("golden file exists (bless to create)");
-        assert_eq!(
-            got, want,
-            "{index}: output changed; if intended, bless and explain in the commit"
-        );
+        assert_golden(&golden, &run_report(index));
     }
 }

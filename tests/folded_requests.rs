@@ -245,8 +245,8 @@ fn a_bad_folded_read_is_the_plain_reads_error() {
     }
 }
 
-/// One read of 8 bytes after `instructions`, folded or not; whether it failed is written to
-/// MRAM word 100 (a kernel that handles the error instead of passing it on).
+/// One read of `size_bytes` after 12 instructions, folded or not; whether it failed is
+/// written to MRAM word 100 (a kernel that handles the error instead of passing it on).
 struct Catches {
     fold: bool,
     size_bytes: u32,
@@ -297,6 +297,13 @@ impl<F: Future> Future for Counted<'_, F> {
     }
 }
 
+fn counted<F>(inner: F, polls: &AtomicU32) -> Counted<'_, F> {
+    Counted {
+        inner: Box::pin(inner),
+        polls,
+    }
+}
+
 /// A compute then a read, folded or not, every poll of the operations counted.
 struct CountsPolls {
     fold: bool,
@@ -306,19 +313,12 @@ struct CountsPolls {
 impl Kernel for CountsPolls {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let buf = t.mem_alloc(8)?;
-        let counted = |f| Counted {
-            inner: Box::pin(f),
-            polls: &self.polls,
-        };
+        let polls = &self.polls;
         if self.fold {
-            return Counted {
-                inner: Box::pin(t.compute_then_mram_read(10, 0, buf, 8)),
-                polls: &self.polls,
-            }
-            .await;
+            return counted(t.compute_then_mram_read(10, 0, buf, 8), polls).await;
         }
-        counted(t.compute(10)).await?;
-        counted(t.mram_read(0, buf, 8)).await
+        counted(t.compute(10), polls).await?;
+        counted(t.mram_read(0, buf, 8), polls).await
     }
 }
 
