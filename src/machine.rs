@@ -742,18 +742,33 @@ fn check_dma_timing(dma: &DmaParams, source: &Source) -> Result<(), InputError> 
         ];
         for (size, size_key) in ends {
             if dma.occupancy_cycles(size) > dma.latency_cycles(dir, size) {
-                return Err(source.error_at_any(
-                    &dma_timing_keys(dir, size_key),
-                    format!(
-                        "a {size}-byte {dir:?} would keep the engine busy for longer than its latency ({} > {} cycles)",
-                        dma.occupancy_cycles(size),
-                        dma.latency_cycles(dir, size)
-                    ),
-                ));
+                let keys = dma_timing_keys(dir, size_key);
+                return Err(source.error_at_any(&keys, occupancy_over_latency(dma, dir, size)));
             }
         }
     }
     Ok(())
+}
+
+/// Why a DMA's occupancy above its latency is refused, with the values of both sides, so
+/// that whoever changed one side sees which keys to change with it.
+fn occupancy_over_latency(dma: &DmaParams, dir: DmaDirection, size: u32) -> String {
+    let (name, fixed_key, fixed) = match dir {
+        DmaDirection::Read => ("read", "read", dma.read_latency_fixed_cycles),
+        DmaDirection::Write => ("write", "write", dma.write_latency_fixed_cycles),
+    };
+    let per_byte = |millicycles: u64| millicycles as f64 / 1000.0;
+    format!(
+        "a {size}-byte {name} would keep the engine busy for longer than its latency ({} > {} cycles): \
+         the occupancy (dma.occupancy_fixed_cycles = {}, dma.occupancy_cycles_per_byte = {}) may not \
+         exceed the latency (dma.{fixed_key}_latency_fixed_cycles = {fixed}, dma.latency_cycles_per_byte = {}); \
+         change the two together",
+        dma.occupancy_cycles(size),
+        dma.latency_cycles(dir, size),
+        dma.occupancy_fixed_cycles,
+        per_byte(dma.occupancy_millicycles_per_byte),
+        per_byte(dma.latency_millicycles_per_byte),
+    )
 }
 
 fn validate_transfer(t: &RawTransfer, source: &Source) -> Result<TransferParams, InputError> {

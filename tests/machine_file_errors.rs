@@ -67,6 +67,23 @@ fn an_engine_busy_longer_than_its_latency_is_refused() {
 }
 
 #[test]
+fn a_latency_cut_alone_names_the_occupancy_keys_to_cut_with_it() {
+    // The "faster MRAM" question: halving the per-byte latency leaves the engine's
+    // occupancy above it, and the user needs to know which keys hold the occupancy.
+    let o = with_set("machine.dma.latency_cycles_per_byte=0.25");
+    assert_bad(
+        &o,
+        &[
+            "dma.latency_cycles_per_byte",
+            "a 2048-byte read would keep the engine busy",
+            "dma.occupancy_cycles_per_byte = 0.5",
+            "dma.latency_cycles_per_byte = 0.25",
+            "change the two together",
+        ],
+    );
+}
+
+#[test]
 fn unknown_keys_and_wrong_types_name_the_key() {
     let o = with_set("machine.dma.alpha=77");
     assert_bad(
