@@ -51,6 +51,68 @@ fn each_parameter_moves_alone_against_the_unchanged_run() {
 }
 
 #[test]
+fn a_factor_that_leaves_the_value_in_place_is_not_reported_as_measured() {
+    // One rank (ARGS): half of it rounds back to 1, twice it is 2.
+    let s = study(&["--keys", "ranks", "--factors", "0.5,2"]);
+    let v = &s["variants"];
+    assert_eq!(
+        (&v[0]["value"], &v[0]["unchanged"]),
+        (&Value::from(1), &Value::from(true))
+    );
+    assert!(
+        v[0]["figures"].is_null() && v[0]["batch_time_change_pct"].is_null(),
+        "{v}"
+    );
+    assert!(v[0]["refused"].is_null(), "{v}");
+    assert_eq!(
+        (&v[1]["value"], &v[1]["unchanged"]),
+        (&Value::from(2), &Value::from(false))
+    );
+    assert!(v[1]["batch_time_change_pct"].is_f64(), "{v}");
+    let table = pimdes(
+        &[
+            &ARGS[..],
+            &["--keys", "ranks", "--factors", "0.5", "--quiet"],
+        ]
+        .concat(),
+    );
+    assert_eq!(table.code, Some(0), "{}", table.stderr);
+    assert!(table.stdout.contains("1 -> unchanged"), "{}", table.stdout);
+}
+
+#[test]
+fn moving_the_rank_count_carries_the_usable_dpus_warning() {
+    // The file's usable_dpus stays at 128 when the study doubles its ranks: the DPU count
+    // does not move, and the study must say so as `run` does.
+    let args = [
+        "sensitivity",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--keys",
+        "ranks",
+        "--factors",
+        "2",
+    ];
+    let o = pimdes(&[&args[..], &["--json", "--quiet"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let s: Value = serde_json::from_str(&o.stdout).unwrap();
+    let w = s["variants"][0]["warnings"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].as_str().unwrap().contains("usable_dpus = 128 stays"),
+        "{w:?}"
+    );
+    let table = pimdes(&[&args[..], &["--quiet"]].concat());
+    assert!(
+        table.stdout.contains("warning: ranks = 4: "),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
 fn a_variant_the_simulator_refuses_is_reported_with_its_reason() {
     // 16 x 8 = 128 DPUs on one rank of 64.
     let s = study(&["--keys", "usable_dpus", "--factors", "8"]);

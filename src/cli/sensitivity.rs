@@ -123,23 +123,25 @@ fn table(s: &Study) -> String {
     for key in keys {
         let _ = write!(t, "  {key:<45}");
         for v in of(s, key) {
-            let cell = match (v.batch_time_change_pct, &v.refused) {
+            let cell = match (v.batch_time_change_pct, v.unchanged) {
                 (Some(c), _) => format!("{} -> {c:+.1}%", v.value),
-                _ => format!("{} -> refused", v.value),
+                (None, true) => format!("{} -> unchanged", v.value),
+                (None, false) => format!("{} -> refused", v.value),
             };
             let _ = write!(t, " {cell:>22}");
         }
         t.push('\n');
     }
-    let refused: Vec<&Variant> = s.variants.iter().filter(|v| v.refused.is_some()).collect();
-    for v in refused {
-        let _ = writeln!(
-            t,
-            "refused: {} = {}: {}",
-            v.key,
-            v.value,
-            v.refused.as_deref().unwrap_or("")
-        );
+    for v in &s.variants {
+        if let Some(reason) = &v.refused {
+            let _ = writeln!(t, "refused: {} = {}: {reason}", v.key, v.value);
+        }
+        for w in &v.warnings {
+            let _ = writeln!(t, "warning: {} = {}: {w}", v.key, v.value);
+        }
+    }
+    if s.variants.iter().any(|v| v.unchanged) {
+        t.push_str("unchanged: the factor left the value as it was (integers round, and stay at least 1); not run\n");
     }
     t
 }

@@ -113,11 +113,19 @@ pub struct Variant {
     /// The value this variant ran with (a number).
     #[schemars(with = "f64")]
     pub value: toml::Value,
-    /// `None` when the simulator refused the variant (see `refused`).
+    /// `None` when the variant did not run: the simulator refused it (see `refused`), or
+    /// its value is the base value (see `unchanged`).
     pub figures: Option<Figures>,
     /// Batch time against the baseline, in percent.
     pub batch_time_change_pct: Option<f64>,
     pub refused: Option<String>,
+    /// The factor left the value where it was (an integer field rounds, and is at least 1),
+    /// so there was nothing to run: no figures, rather than a change of 0 that was never
+    /// measured.
+    pub unchanged: bool,
+    /// What the variant's machine warns of (such as `ranks` moved while the file's
+    /// `usable_dpus` stays, so the DPU count does not move with it).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -177,7 +185,11 @@ pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, E
     for (key, base_value, integer) in &keys {
         for &factor in &inputs.factors {
             let value = scaled(base_value, factor, *integer);
-            let variant = run_variant(inputs, &baseline, (key, base_value), factor, value)?;
+            let variant = if value == *base_value {
+                unchanged(key, base_value, factor)
+            } else {
+                run_variant(inputs, &baseline, (key, base_value), factor, value)?
+            };
             done(&variant);
             variants.push(variant);
         }
@@ -200,6 +212,21 @@ pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, E
     })
 }
 
+/// The variant of `key` whose factor leaves it at `base_value`: not run.
+fn unchanged(key: &str, base_value: &toml::Value, factor: f64) -> Variant {
+    Variant {
+        key: key.to_owned(),
+        base_value: base_value.clone(),
+        factor,
+        value: base_value.clone(),
+        figures: None,
+        batch_time_change_pct: None,
+        refused: None,
+        unchanged: true,
+        warnings: Vec::new(),
+    }
+}
+
 /// Runs `key` at `value` (its base times `factor`); a refusal of the simulator is the
 /// variant's result, a host limit or a simulator bug stops the study.
 fn run_variant(
@@ -209,8 +236,10 @@ fn run_variant(
     factor: f64,
     value: toml::Value,
 ) -> Result<Variant, Error> {
+    let mut warnings = Vec::new();
     let outcome = match load(inputs, Some((key, &value))) {
         Ok((m, w)) => {
+            warnings = m.warnings();
             // This host's limits stop the study (another host could run it).
             check_run(&m, &w, &Limits::host())?;
             run(&m, &w, inputs.partitioner, &mut Silent)
@@ -233,6 +262,8 @@ fn run_variant(
         figures,
         batch_time_change_pct,
         refused,
+        unchanged: false,
+        warnings,
     })
 }
 
