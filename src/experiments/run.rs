@@ -466,8 +466,15 @@ fn cut_timelines(recorded: &[(u64, Recording)]) -> Option<String> {
         .map(|t| t.spans.len())
         .max()?;
     let cut = recorded.iter().filter(|(_, r)| r.cut()).count();
+    // The recordings share the trace's bound: fewer of them get more each, up to the whole
+    // share of one. A single cut recording can only be made whole by a shorter launch.
+    let advice = if recorded.len() > 1 {
+        "trace fewer batches or DPUs (they share the trace's bound) or shorten the launches (a smaller queries.batch_size) to see them whole"
+    } else {
+        "one DPU batch already has the trace's whole share; shorten the launch (a smaller queries.batch_size) to see it whole"
+    };
     Some(format!(
-        "the trace's tasklet timelines of {cut} of its {} DPU batches were cut at their bound (up to {spans} spans per launch); trace fewer batches or DPUs to see them whole",
+        "the trace's tasklet timelines of {cut} of its {} DPU batches were cut at their bound (up to {spans} spans per launch); {advice}",
         recorded.len()
     ))
 }
@@ -855,4 +862,31 @@ pub fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dpu::TaskletTimeline;
+
+    fn recording(truncated: bool) -> (u64, Recording) {
+        let timeline = TaskletTimeline {
+            spans: Vec::new(),
+            truncated,
+        };
+        let launches = vec![timeline];
+        (0, Recording { dpu: 0, launches })
+    }
+
+    #[test]
+    fn a_cut_timeline_gets_advice_that_can_make_it_whole() {
+        assert_eq!(cut_timelines(&[recording(false)]), None);
+        let one = cut_timelines(&[recording(true)]).unwrap();
+        assert!(one.contains("1 of its 1 DPU batches"), "{one}");
+        assert!(!one.contains("fewer batches"), "{one}");
+        assert!(one.contains("a smaller queries.batch_size"), "{one}");
+        let two = cut_timelines(&[recording(true), recording(false)]).unwrap();
+        assert!(two.contains("1 of its 2 DPU batches"), "{two}");
+        assert!(two.contains("trace fewer batches or DPUs"), "{two}");
+    }
 }
