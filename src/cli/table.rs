@@ -46,9 +46,9 @@ pub fn partition_report(r: &PartitionReport) -> String {
             format!("{:.0}%", 100.0 * r.bottleneck_hot_share),
         ),
         (
-            "fits in MRAM",
+            "trees fit in MRAM",
             format!(
-                "{} (largest need {} of {} bytes, DPU {})",
+                "{} (largest need {} of {} bytes, DPU {}; a run also needs its batches' buffers)",
                 if r.fits_in_mram { "yes" } else { "NO" },
                 r.mram.max_needed_bytes,
                 r.mram.available_bytes,
@@ -137,8 +137,14 @@ fn run_heading(r: &crate::experiments::run::RunReport) -> String {
         "" => String::new(),
         name => format!(", partitioner {name}"),
     };
+    // Open arrivals close a batch when its time is up, so it may hold fewer queries.
+    let up_to = if r.protocol.queries_per_s.is_some() {
+        "up to "
+    } else {
+        ""
+    };
     format!(
-        "{} on {} ({} DPUs, {} tasklets){partitioner}, {} pairs, {} {} queries per batch, skew {}, seed {}",
+        "{} on {} ({} DPUs, {} tasklets){partitioner}, {} pairs, {up_to}{} {} queries per batch, skew {}, seed {}",
         match r.index.as_str() {
             "b+forest" => "B+-Forest",
             "pim-tree" => "PIM-tree",
@@ -200,8 +206,8 @@ fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)
         (
             "throughput".into(),
             format!(
-                "{:.3} M queries/s{}",
-                r.throughput_queries_per_s / 1e6,
+                "{}{}",
+                queries_per_s(r.throughput_queries_per_s),
                 if r.saturated { " (SATURATED)" } else { "" }
             ),
         ),
@@ -217,6 +223,17 @@ fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)
             ),
         ),
     ]
+}
+
+/// A throughput in a unit that shows its digits: millions, thousands, or queries.
+fn queries_per_s(q: f64) -> String {
+    if q >= 1e6 {
+        format!("{:.3} M queries/s", q / 1e6)
+    } else if q >= 1e3 {
+        format!("{:.3} k queries/s", q / 1e3)
+    } else {
+        format!("{q:.1} queries/s")
+    }
 }
 
 /// One row per timed run.
@@ -259,4 +276,19 @@ pub fn run_comparison(rows: &[crate::experiments::run::RunReport]) -> String {
     }
     let _ = writeln!(s, "(times in ms: mean over the measured batches)");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::queries_per_s;
+
+    #[test]
+    fn a_throughput_keeps_its_digits_at_any_rate() {
+        assert_eq!(queries_per_s(43_299_065.8), "43.299 M queries/s");
+        assert_eq!(queries_per_s(1_000_000.0), "1.000 M queries/s");
+        assert_eq!(queries_per_s(25_400.0), "25.400 k queries/s");
+        // An open-arrival run at 100 queries per second, once shown as 0.000 M.
+        assert_eq!(queries_per_s(100.02), "100.0 queries/s");
+        assert_eq!(queries_per_s(0.0), "0.0 queries/s");
+    }
 }
