@@ -242,6 +242,8 @@ fn pim_tree_notes_the_choices_it_does_not_use() {
         "ccp-capped",
         "--set",
         "run.evaluation=tasklet-dynamic",
+        "--set",
+        "batches.max_launches=4",
     ];
     let warnings = run(&chosen);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -250,10 +252,61 @@ fn pim_tree_notes_the_choices_it_does_not_use() {
         "pim-tree does not use",
         "the partitioner = \"ccp-capped\"",
         "run.evaluation = \"tasklet-dynamic\"",
+        "batches.max_launches = 4",
     ] {
         assert!(note.contains(needle), "{note}");
     }
     assert!(!note.contains("run.routing"), "{note}");
+}
+
+/// A tuning key the chosen partitioner does not read changes nothing: the run and the
+/// partition report say so, naming the partitioners that do read it; one it reads, or a
+/// key left to the file, passes quietly.
+#[test]
+fn an_override_the_partitioner_does_not_read_is_reported() {
+    let warnings = |command: &str, partitioner: &str, set: &str| {
+        let args = [
+            command,
+            "--machine",
+            "machines/paper-2rank.toml",
+            "--workload",
+            "workloads/tiny.toml",
+            "--partitioner",
+            partitioner,
+            "--set",
+            set,
+            "--json",
+            "--quiet",
+        ];
+        let o = pimdes(&args);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let report: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let w = report["warnings"].as_array().unwrap();
+        w.iter()
+            .map(|w| w.as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let w = warnings("run", "qdd-double-scan", "partition.data_cap=1.5");
+    assert_eq!(
+        w,
+        [
+            "--set partition.data_cap=1.5 had no effect: partitioner qdd-double-scan does not read partition.data_cap (ccp-capped reads it)"
+        ]
+    );
+    let w = warnings("partition", "ccp-capped", "partition.alpha=4");
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("(qdd-greedy and qdd-double-scan read it)"),
+        "{w:?}"
+    );
+    assert!(warnings("partition", "qdd-greedy", "partition.alpha=4").is_empty());
+    let w = warnings(
+        "partition",
+        "qdd-greedy",
+        "partition.double_scan_gates=true",
+    );
+    assert!(w[0].contains("(qdd-double-scan reads it)"), "{w:?}");
+    assert!(warnings("partition", "ccp-capped", "queries.skew=0.8").is_empty());
 }
 
 #[test]

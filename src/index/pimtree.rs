@@ -594,14 +594,17 @@ pub(crate) fn unused_choices_note(workload: &Workload, partitioner: &str) -> Opt
             &defaults.postprocessing,
         ),
     ];
-    let unused: Vec<String> = chosen
+    let mut unused: Vec<String> = chosen
         .iter()
         .filter(|(_, value, default)| value != default)
         .map(|(key, value, _)| format!("{key} = \"{value}\""))
         .collect();
+    if workload.max_launches != crate::workload::spec::DEFAULT_MAX_LAUNCHES {
+        unused.push(format!("batches.max_launches = {}", workload.max_launches));
+    }
     (!unused.is_empty()).then(|| {
         format!(
-            "pim-tree does not use B+-Forest's choices: {} had no effect (it places its data by hash and has its own routing, evaluation and merge)",
+            "pim-tree does not use B+-Forest's choices: {} had no effect (it places its data by hash and has its own routing, evaluation, merge and launches)",
             unused.join(", ")
         )
     })

@@ -142,6 +142,10 @@ impl Partitioner for CappedCcp {
         "ccp-capped"
     }
 
+    fn tuning_keys(&self) -> &'static [&'static str] {
+        &["partition.data_cap"]
+    }
+
     fn partition(
         &self,
         loads: &ChunkLoads,

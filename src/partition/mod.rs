@@ -195,12 +195,24 @@ impl std::error::Error for PartitionError {}
 pub trait Partitioner: Send + Sync {
     /// The name users select it by.
     fn name(&self) -> &'static str;
+    /// The workload's tuning keys this partitioner reads, of [`TUNING_KEYS`].
+    fn tuning_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
     fn partition(
         &self,
         loads: &ChunkLoads,
         params: &PartitionParams,
     ) -> Result<Partitioning, PartitionError>;
 }
+
+/// The workload keys that tune one partitioner or another: setting one that the chosen
+/// partitioner does not read changes nothing, which the user should hear of.
+pub const TUNING_KEYS: [&str; 3] = [
+    "partition.alpha",
+    "partition.data_cap",
+    "partition.double_scan_gates",
+];
 
 /// Every partitioner, in the order reports list them.
 pub fn registry() -> Vec<Box<dyn Partitioner>> {

@@ -4,7 +4,9 @@
 
 use crate::config::InputError;
 use crate::machine::Machine;
-use crate::partition::{ChunkLoads, PartitionError, PartitionParams, Partitioner, Partitioning};
+use crate::partition::{
+    ChunkLoads, PartitionError, PartitionParams, Partitioner, Partitioning, TUNING_KEYS,
+};
 use crate::workload::{DataSet, QueryGenerator, Workload};
 
 /// Max over mean of `loads` (1 when all are zero).
@@ -52,7 +54,7 @@ impl Prepared {
         workload: &Workload,
     ) -> Result<Partitioning, InputError> {
         let result = partitioner.partition(&self.loads, &self.params);
-        result.map_err(|e| {
+        let mut partitioning = result.map_err(|e| {
             let key = match e {
                 PartitionError::TooFewChunks { .. } => "partition.chunk_pairs",
                 _ => "partition.data_cap",
@@ -60,6 +62,34 @@ impl Prepared {
             workload
                 .attribution
                 .error_at(key, format!("partitioner {}: {e}", partitioner.name()))
-        })
+        })?;
+        partitioning
+            .warnings
+            .extend(unread_overrides(partitioner, workload));
+        Ok(partitioning)
     }
+}
+
+/// A warning for each tuning key the user overrode that `partitioner` does not read (the
+/// override changed nothing).
+fn unread_overrides(partitioner: &dyn Partitioner, workload: &Workload) -> Vec<String> {
+    let read = partitioner.tuning_keys();
+    TUNING_KEYS
+        .iter()
+        .filter(|key| !read.contains(key))
+        .filter_map(|key| {
+            let set = workload.attribution.override_of(key)?;
+            let readers: Vec<&str> = super::registry()
+                .into_iter()
+                .filter(|p| p.tuning_keys().contains(key))
+                .map(|p| p.name())
+                .collect();
+            let verb = if readers.len() == 1 { "reads" } else { "read" };
+            Some(format!(
+                "--set {set} had no effect: partitioner {} does not read {key} ({} {verb} it)",
+                partitioner.name(),
+                readers.join(" and ")
+            ))
+        })
+        .collect()
 }

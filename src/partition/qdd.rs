@@ -231,6 +231,10 @@ impl Partitioner for QddGreedy {
         "qdd-greedy"
     }
 
+    fn tuning_keys(&self) -> &'static [&'static str] {
+        &["partition.alpha"]
+    }
+
     fn partition(
         &self,
         loads: &ChunkLoads,
@@ -251,6 +255,10 @@ pub struct QddDoubleScan;
 impl Partitioner for QddDoubleScan {
     fn name(&self) -> &'static str {
         "qdd-double-scan"
+    }
+
+    fn tuning_keys(&self) -> &'static [&'static str] {
+        &["partition.alpha", "partition.double_scan_gates"]
     }
 
     fn partition(

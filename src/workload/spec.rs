@@ -222,8 +222,11 @@ fn default_stream_fragments() -> u64 {
     80 << 20
 }
 
+/// `batches.max_launches` when the file does not say: a batch is never split.
+pub const DEFAULT_MAX_LAUNCHES: u32 = 1;
+
 fn default_max_launches() -> u32 {
-    1
+    DEFAULT_MAX_LAUNCHES
 }
 
 /// Upper bound on `batches.max_launches`.
