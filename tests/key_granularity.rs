@@ -8,21 +8,8 @@ use common::{assert_bad, pimdes};
 use serde_json::Value;
 
 fn partition(partitioner: &str, sets: &[&str]) -> Value {
-    let mut args = vec![
-        "partition",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--partitioner",
-        partitioner,
-        "--json",
-        "--quiet",
-    ];
-    for s in sets {
-        args.extend(["--set", s]);
-    }
-    let o = pimdes(&args);
+    let flags = ["--partitioner", partitioner, "--json", "--quiet"];
+    let o = common::tiny("partition", &flags, sets);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     serde_json::from_str(&o.stdout).unwrap()
 }

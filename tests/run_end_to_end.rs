@@ -265,20 +265,8 @@ fn pim_tree_notes_the_choices_it_does_not_use() {
 #[test]
 fn an_override_the_partitioner_does_not_read_is_reported() {
     let warnings = |command: &str, partitioner: &str, set: &str| {
-        let args = [
-            command,
-            "--machine",
-            "machines/paper-2rank.toml",
-            "--workload",
-            "workloads/tiny.toml",
-            "--partitioner",
-            partitioner,
-            "--set",
-            set,
-            "--json",
-            "--quiet",
-        ];
-        let o = pimdes(&args);
+        let flags = ["--partitioner", partitioner, "--json", "--quiet"];
+        let o = common::tiny(command, &flags, &[set]);
         assert_eq!(o.code, Some(0), "{}", o.stderr);
         let report: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
         let w = report["warnings"].as_array().unwrap();

@@ -25,8 +25,14 @@ pub struct Outcome {
 /// `pimdes run` of `workloads/tiny.toml` on `machines/paper-2rank.toml` with `flags`, then
 /// each of `sets` as a `--set`.
 pub fn run_tiny(flags: &[&str], sets: &[&str]) -> Outcome {
+    tiny("run", flags, sets)
+}
+
+/// `pimdes command` (run, partition, ...) of `workloads/tiny.toml` on
+/// `machines/paper-2rank.toml` with `flags`, then each of `sets` as a `--set`.
+pub fn tiny(command: &str, flags: &[&str], sets: &[&str]) -> Outcome {
     let mut args = vec![
-        "run",
+        command,
         "--machine",
         "machines/paper-2rank.toml",
         "--workload",
