@@ -1,9 +1,10 @@
 //! The routing table agrees with a brute-force scan of every partition, and with the data
 //! set's chunk ownership.
 
+use pimdes::forest::batch::{Coverage, route_batch};
 use pimdes::partition::routing::Target;
 use pimdes::partition::{ChunkLoads, PartitionParams, RoutingTable, by_name};
-use pimdes::workload::DataSet;
+use pimdes::workload::{DataSet, Query};
 use proptest::prelude::*;
 
 fn brute_force(starts: &[u64], lo: u64, hi: u64) -> Vec<usize> {
@@ -39,6 +40,70 @@ proptest! {
         prop_assert_eq!(&routed, &brute_force(&starts, lo, hi));
         // A range crossing k partitions yields k fragments.
         prop_assert!(!routed.is_empty());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    /// Routed fragments cover their queries' ranges exactly, so the streamed batches'
+    /// coverage check passes; and it fails on a fragment lost, repeated, cut short or
+    /// credited to another query.
+    #[test]
+    fn fragments_cover_their_queries_and_the_check_sees_a_broken_routing(
+        mut cuts in prop::collection::btree_set(1u64..1000, 1..20),
+        ends in prop::collection::vec((0u64..1100, 0u64..1100, any::<bool>()), 2..40),
+        break_at in any::<prop::sample::Index>(),
+        how in 0..4,
+    ) {
+        cuts.insert(0);
+        let starts: Vec<u64> = cuts.into_iter().collect();
+        let n = starts.len() as u32;
+        let targets = (0..n).map(|i| Target { dpu: i % 3, hot: i % 2 == 1 }).collect();
+        let table = RoutingTable::from_parts(starts, targets);
+        let queries: Vec<Query> = ends
+            .iter()
+            .map(|&(a, b, far)| Query {
+                lo: a.min(b),
+                hi: if far { u64::MAX } else { a.max(b) },
+                value: 0,
+            })
+            .collect();
+        let first = 1_000;
+        let (mut batches, _) = route_batch(&table, &queries, 3);
+        for b in &mut batches {
+            for o in &mut b.origin {
+                *o += first as u32;
+            }
+        }
+        let want = Coverage::of_queries(first, &queries);
+        prop_assert_eq!(Coverage::of_fragments(&batches), want);
+        // Break one fragment of the first non-empty DPU batch (a cold one if it has any).
+        let b = batches.iter_mut().find(|b| !b.is_empty()).unwrap();
+        let cold = b.cold.len();
+        let (list, skip) = if cold > 0 { (&mut b.cold, 0) } else { (&mut b.hot, cold) };
+        let i = break_at.index(list.len());
+        match how {
+            0 => {
+                list.remove(i);
+                b.origin.remove(skip + i);
+            }
+            1 => {
+                let (q, o) = (list[i], b.origin[skip + i]);
+                list.insert(i, q);
+                b.origin.insert(skip + i, o);
+            }
+            2 => {
+                let q = &mut list[i];
+                if q.hi > q.lo {
+                    q.hi -= 1
+                } else {
+                    q.lo = q.lo.wrapping_sub(1)
+                }
+            }
+            _ => b.origin[skip + i] += 1 + queries.len() as u32,
+        }
+        prop_assert_ne!(Coverage::of_fragments(&batches), want);
     }
 }
 

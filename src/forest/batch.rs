@@ -86,6 +86,66 @@ impl Gathered {
     }
 }
 
+/// What a batch's fragments must cover between them: every key of every query's range,
+/// once. Routing cuts a range into one fragment per partition it meets, and the partitions
+/// tile the key space, so the sum of the fragments' lengths is the sum of the queries'
+/// lengths, and so is the sum weighted by the index of the query each came from. A
+/// fragment lost, repeated, cut wrongly or credited to another query shows in one of the
+/// two. Checked for streamed batches, whose merged answers are never held (a held batch
+/// checks every merged answer instead).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    keys: u128,
+    weighted: u128,
+}
+
+impl Coverage {
+    /// Adds the range `[lo, hi]` of query `index` of the batch.
+    #[inline]
+    pub fn add(&mut self, index: u64, lo: u64, hi: u64) {
+        debug_assert!(lo <= hi, "a range ends at or after its start");
+        let keys = (hi - lo) as u128 + 1;
+        // Wrapping: a checksum (a 1.1 G-query batch of whole-key-space ranges would pass
+        // 2^128 in the weighted sum).
+        self.keys = self.keys.wrapping_add(keys);
+        let weight = index as u128 + 1;
+        self.weighted = self.weighted.wrapping_add(keys.wrapping_mul(weight));
+    }
+
+    /// The coverage of `queries`, query `i` being the batch's query `first + i`.
+    pub fn of_queries(first: u64, queries: &[Query]) -> Coverage {
+        let mut c = Coverage::default();
+        for (i, q) in queries.iter().enumerate() {
+            c.add(first + i as u64, q.lo, q.hi);
+        }
+        c
+    }
+
+    /// The coverage of the fragments of `batches`, each credited to its origin.
+    pub fn of_fragments(batches: &[DpuBatch]) -> Coverage {
+        let mut c = Coverage::default();
+        for b in batches {
+            for (q, &origin) in b.cold.iter().chain(&b.hot).zip(&b.origin) {
+                c.add(origin as u64, q.lo, q.hi);
+            }
+        }
+        c
+    }
+
+    /// Both coverages together.
+    pub fn plus(self, other: Coverage) -> Coverage {
+        Coverage {
+            keys: self.keys.wrapping_add(other.keys),
+            weighted: self.weighted.wrapping_add(other.weighted),
+        }
+    }
+
+    /// Keys covered (modulo 2^128), for messages.
+    pub fn keys(&self) -> u128 {
+        self.keys
+    }
+}
+
 /// Which of a DPU's `records` records (cold then hot) launch `launch` of `launches` takes:
 /// contiguous, in order, sizes differing by at most one, the larger ones last.
 pub fn launch_records(records: usize, launch: u32, launches: u32) -> std::ops::Range<usize> {

@@ -406,8 +406,9 @@ impl BForest {
             events: evaluated.events,
             kernel_wall_s,
             // `Streamer::evaluate` checked the partial answer of every one of the batch's
-            // fragments (it counts them), which is how a streamed batch checks its queries:
-            // their merged answers are never held.
+            // fragments (it counts them) and that the fragments cover every query's range
+            // once (`Coverage`), which is how a streamed batch checks its queries: their
+            // merged answers are never held. Either failing stopped the run.
             answers_verified: queries,
             timelines: Vec::new(),
         })

@@ -26,7 +26,8 @@
 use super::distinct_queries;
 use crate::dpu::LaunchReport;
 use crate::forest::batch::{
-    DpuBatch, Gathered, launch_parts_of, launch_records, query_record_bytes, result_record_bytes,
+    Coverage, DpuBatch, Gathered, launch_parts_of, launch_records, query_record_bytes,
+    result_record_bytes,
 };
 use crate::forest::build::chunk_key_range;
 #[cfg(doc)]
@@ -136,6 +137,8 @@ pub struct Counted {
     /// The batch's stream at the start of each slab.
     checkpoints: Vec<Checkpoint>,
     slab_queries: usize,
+    /// What the batch's fragments must cover ([`Coverage`]).
+    coverage: Coverage,
 }
 
 /// Draws batch `index` a slab at a time and routes it, keeping only its shape; the next
@@ -155,6 +158,7 @@ pub fn count(
     let mut slab = Vec::with_capacity(slab_queries);
     stream.fill(&mut slab, slab_queries);
     let most_slabs = queries.batch_size().div_ceil(slab_queries as u64);
+    let (mut coverage, mut first) = (Coverage::default(), 0u64);
     while !slab.is_empty() {
         assert!(
             checkpoints.len() as u64 <= most_slabs,
@@ -174,6 +178,8 @@ pub fn count(
             fragments[d] += b.len() as u64;
             served[d] += distinct_queries(b);
         }
+        coverage = coverage.plus(Coverage::of_queries(first, &slab));
+        first += slab_queries as u64;
         slab = next;
     }
     Counted {
@@ -184,6 +190,7 @@ pub fn count(
         served,
         checkpoints,
         slab_queries,
+        coverage,
     }
 }
 
@@ -336,7 +343,7 @@ impl Streamer<'_> {
         let mut reports: Vec<Vec<LaunchReport>> = (0..self.launches)
             .map(|_| Vec::with_capacity(fragments.len()))
             .collect();
-        let mut checked = 0u64;
+        let (mut checked, mut covered) = (0u64, Coverage::default());
         for group in runs(fragments, 0..fragments.len(), self.budget.group_fragments) {
             let ranges = key_ranges(self.partitioning, &self.prepared.data, &group);
             let mut batches = route_group(
@@ -346,6 +353,8 @@ impl Streamer<'_> {
                 self.env,
                 (group.clone(), &ranges),
             );
+            // Before the evaluation rewrites gets to the keys they resolve to.
+            covered = covered.plus(Coverage::of_fragments(&batches[group.clone()]));
             meter.add(fragments[group.clone()].iter().sum());
             for w in runs(fragments, group, self.budget.window_fragments) {
                 let done: u64 = fragments[w.clone()].iter().sum();
@@ -362,6 +371,14 @@ impl Streamer<'_> {
             return Err(IndexError::Verification(format!(
                 "batch {}: the results of {checked} of its {total} fragments were checked against the reference",
                 self.batch
+            )));
+        }
+        if covered != counted.coverage {
+            return Err(IndexError::Verification(format!(
+                "batch {}: its fragments cover {} keys (with their checksum), its queries' ranges {}: routing lost, repeated or misplaced part of a query",
+                self.batch,
+                covered.keys(),
+                counted.coverage.keys()
             )));
         }
         Ok(reports)
