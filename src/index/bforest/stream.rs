@@ -165,8 +165,14 @@ pub fn count(
             "slabs beyond the batch"
         );
         let mut next = Vec::with_capacity(slab_queries);
-        let (routed, ()) = rayon::join(
-            || routing.route(env, &slab),
+        // The slab's coverage is summed beside its routing, off the drawing thread.
+        let ((routed, covered), ()) = rayon::join(
+            || {
+                (
+                    routing.route(env, &slab),
+                    Coverage::of_queries(first, &slab),
+                )
+            },
             || {
                 if stream.drawn() < queries.batch_size() {
                     checkpoints.push(stream.checkpoint());
@@ -178,7 +184,7 @@ pub fn count(
             fragments[d] += b.len() as u64;
             served[d] += distinct_queries(b);
         }
-        coverage = coverage.plus(Coverage::of_queries(first, &slab));
+        coverage = coverage.plus(covered);
         first += slab_queries as u64;
         slab = next;
     }
