@@ -233,7 +233,7 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 17] = [
         // More DPUs than the machine has: said as such, not as an MRAM shortfall.
         (
             &[
@@ -258,6 +258,14 @@ fn bad_sweep_settings_name_their_key() {
                 "microbench.transfer.sizes_bytes=[8, 8]",
             ],
             "8 is listed twice",
+        ),
+        (
+            &[
+                "transfer",
+                "--set",
+                "microbench.transfer.sizes_bytes=[8, 12]",
+            ],
+            "12 is not a multiple of 8: the SDK moves MRAM in whole 8-byte words",
         ),
         (
             &["transfer", "--set", "microbench.transfer.ranks=[41]"],

@@ -7,7 +7,7 @@ use crate::config::{InputError, Override};
 use crate::host::{Direction, Host, TransferCost};
 use crate::machine::Machine;
 use crate::system::exec::{TransferBound, transfer_bound};
-use crate::system::program::TransferKind;
+use crate::system::program::{MRAM_TRANSFER_WORD_BYTES as WORD, TransferKind};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -49,7 +49,8 @@ pub const MAX_SIZE_PER_DPU_BYTES: u64 = 64 << 20;
 /// `--set microbench.transfer.ranks=[..]`).
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct TransferSweep {
-    /// Bytes per DPU of each transfer. Default: every power of two from 8 B to 32 MiB.
+    /// Bytes per DPU of each transfer, multiples of 8 (the SDK moves MRAM in 8-byte words).
+    /// Default: every power of two from 8 B to 32 MiB.
     pub sizes_bytes: Vec<u64>,
     /// Rank counts: 1 sweeps 1, 2, 4, ... 64 DPUs of one rank (as PrIM measured); R > 1
     /// takes every usable DPU of the first R ranks. Default: 1, 2, 4, ... and the machine's
@@ -82,8 +83,14 @@ impl TransferSweep {
             let key = o.strip_prefix("microbench.transfer").unwrap_or("");
             match key {
                 "sizes_bytes" => {
-                    sweep.sizes_bytes =
+                    let sizes: Vec<u64> =
                         positive_list(&o.value, MAX_SIZE_PER_DPU_BYTES).map_err(bad)?;
+                    if let Some(odd) = sizes.iter().find(|s| !s.is_multiple_of(WORD)) {
+                        return Err(bad(format!(
+                            "{odd} is not a multiple of {WORD}: the SDK moves MRAM in whole {WORD}-byte words and refuses other lengths"
+                        )));
+                    }
+                    sweep.sizes_bytes = sizes;
                 }
                 "ranks" => {
                     sweep.ranks = positive_list(&o.value, u64::from(machine.ranks)).map_err(bad)?;

@@ -83,6 +83,17 @@ impl TransferKind {
     }
 }
 
+/// Host transfers move whole words: the SDK's transfer functions (`dpu_copy_to`,
+/// `dpu_copy_from`, `dpu_broadcast_to`, `dpu_push_xfer`) return an error unless the address
+/// and length are multiples of 8 bytes for MRAM (and IRAM) and of 4 bytes for WRAM (UPMEM
+/// SDK documentation, "Communication with host applications", section "Memory Interface";
+/// PrIM's hosts round their MRAM buffers up to 8 bytes, CMU-SAFARI/prim-benchmarks, e.g.
+/// `VA/host/app.c`). A [`Step::Transfer`] does not say which memory it targets (PrIM's
+/// argument structs go to WRAM), so programs are held to the WRAM word.
+pub const MRAM_TRANSFER_WORD_BYTES: u64 = 8;
+/// See [`MRAM_TRANSFER_WORD_BYTES`].
+pub const WRAM_TRANSFER_WORD_BYTES: u64 = 4;
+
 /// One operation of a batch.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
@@ -144,7 +155,16 @@ impl Program {
                     assert!(*threads > 0, "step {i}: a host task needs a thread");
                     dpus
                 }
-                Step::Transfer { sizes_bytes, .. } => sizes_bytes.len(),
+                Step::Transfer { sizes_bytes, .. } => {
+                    let odd = sizes_bytes
+                        .iter()
+                        .position(|b| !b.is_multiple_of(WRAM_TRANSFER_WORD_BYTES));
+                    assert!(
+                        odd.is_none(),
+                        "step {i}: DPU {odd:?}'s transfer is not whole {WRAM_TRANSFER_WORD_BYTES}-byte words"
+                    );
+                    sizes_bytes.len()
+                }
                 Step::Launch { dpu_time, .. } => dpu_time.len(),
             };
             assert_eq!(n, dpus, "step {i}: one entry per DPU");
