@@ -83,6 +83,21 @@ fn open_arrivals_below_capacity_answer_within_two_batch_times() {
         r.latency_us
     );
     assert!(r.latency_us.p50 >= r.batch_time_us.mean * 0.5);
+    // The batches held what arrived, fewer than the configured size, and those queries
+    // over the batches' interval are the throughput.
+    let held = &r.queries_per_measured_batch;
+    assert!(held.mean < 0.5 * r.queries_per_batch as f64, "{held:?}");
+    let per_s = held.mean / (r.batch_interval_us.mean / 1e6);
+    let throughput = r.throughput_queries_per_s;
+    assert!(
+        (per_s - throughput).abs() < 1e-9 * throughput,
+        "{per_s} vs {throughput}"
+    );
+    let full = &closed.queries_per_measured_batch;
+    assert_eq!(
+        (full.mean, full.stddev),
+        (closed.queries_per_batch as f64, 0.0)
+    );
 }
 
 /// Open arrivals start with small batches that grow towards the arrival rate's size: a

@@ -197,8 +197,15 @@ fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)
     );
     let l = &r.latency_us;
     let k = &r.dpu_kernel_us;
-    vec![
-        ("protocol".into(), protocol.to_lowercase()),
+    let mut rows = vec![("protocol".into(), protocol.to_lowercase())];
+    if p.queries_per_s.is_some() {
+        let q = &r.queries_per_measured_batch;
+        rows.push((
+            "queries per measured batch".into(),
+            format!("{:.1} (std {:.1})", q.mean, q.stddev),
+        ));
+    }
+    rows.extend([
         (
             "batch interval (mean)".into(),
             format!("{:.1} us", r.batch_interval_us.mean),
@@ -222,7 +229,8 @@ fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)
                 k.min, k.p50, k.p99, k.max
             ),
         ),
-    ]
+    ]);
+    rows
 }
 
 /// A throughput in a unit that shows its digits: millions, thousands, or queries.

@@ -178,7 +178,12 @@ pub struct RunReport {
     pub index_rows: Vec<(String, String)>,
     pub dpus: u32,
     pub tasklets: u32,
+    /// The configured batch size: every batch's with closed arrivals, the most a batch
+    /// takes with open ones.
     pub queries_per_batch: u64,
+    /// Queries each measured batch held (with closed arrivals, `queries_per_batch` with no
+    /// spread; with open ones, as many as had arrived when it started).
+    pub queries_per_measured_batch: MeanStd,
     pub measured_batches: u64,
     pub protocol: ProtocolReport,
     /// Each measured batch from its start to its end.
@@ -639,6 +644,7 @@ fn latency(protocol: &Protocol, measured: &[&BatchTiming]) -> Latency {
 
 /// The measured batches' timing figures.
 struct Timing {
+    queries_per_batch: MeanStd,
     batch_time: MeanStd,
     batch_times: Vec<f64>,
     batch_interval: MeanStd,
@@ -672,7 +678,9 @@ fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
     // measured batch could end before the last warm-up one, and is then left out.
     let in_window: Vec<&&BatchTiming> = by_batch.iter().filter(|b| b.end > window_start).collect();
     let queries: u64 = in_window.iter().map(|b| b.queries).sum();
+    let held: Vec<f64> = measured.iter().map(|b| b.queries as f64).collect();
     Timing {
+        queries_per_batch: mean_std(&held),
         batch_time: mean_std(&times),
         batch_times: times,
         batch_interval: MeanStd {
@@ -742,12 +750,13 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
 }
 
 /// The run report's own keys, which an index's keys must not shadow.
-pub const RESERVED_KEYS: [&str; 26] = [
+pub const RESERVED_KEYS: [&str; 27] = [
     "schema_version",
     "index",
     "dpus",
     "tasklets",
     "queries_per_batch",
+    "queries_per_measured_batch",
     "measured_batches",
     "protocol",
     "batch_time_us",
@@ -817,6 +826,7 @@ fn report(
         dpus: machine.dpus,
         tasklets: workload.tasklets,
         queries_per_batch: workload.batch_size,
+        queries_per_measured_batch: t.queries_per_batch,
         measured_batches: workload.measured_batches,
         protocol: ProtocolReport {
             launch: workload.launch,
