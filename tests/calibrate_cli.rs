@@ -42,6 +42,12 @@ fn the_fragment_replaces_a_machine_files_host_table() {
         assert!(line.contains("# [meas] pimdes calibrate host: "), "{line}");
     }
     assert!(host["threads"].as_integer().unwrap() >= 1);
+    // tiny.toml's batches are small for timing per query, and the run says so.
+    assert!(
+        o.stderr.contains("warning: batch 0 holds 20000 queries"),
+        "{}",
+        o.stderr
+    );
     assert_eq!(host.len(), keys.len() + 2, "cpu, threads and the constants");
     // Spliced into the machine file in place of its [host] table, the machine loads.
     let text = std::fs::read_to_string(

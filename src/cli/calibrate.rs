@@ -3,7 +3,7 @@
 use super::{CommonArgs, write_stdout};
 use crate::error::Error;
 use crate::experiments::calibrate;
-use crate::experiments::estimate::{Limits, check_partition};
+use crate::experiments::estimate::{Limits, check_calibrate};
 use crate::experiments::partition::choose_partitioner;
 use clap::{Args, Subcommand};
 
@@ -70,12 +70,21 @@ pub fn run(what: CalibrateWhat) -> Result<(), Error> {
     };
     let (machine, workload) = super::load_inputs(&inputs)?;
     let partitioner = choose_partitioner(&args.partitioner, &workload)?;
-    check_partition(&machine, &workload, &Limits::host())?;
+    check_calibrate(&machine, &workload, &Limits::host())?;
+    if workload.batch_size < FEW_QUERIES {
+        eprintln!(
+            "warning: batch 0 holds {} queries (queries.batch_size): timings of so few are mostly fixed costs and the clock's resolution, not a per-query cost; time {FEW_QUERIES} or more",
+            workload.batch_size
+        );
+    }
     let measured = calibrate::host(&machine, &workload, partitioner.as_ref(), args.runs)?;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     let text = calibrate::fragment(&cpu_model(), threads, args.runs, &measured);
     write_stdout(&text)
 }
+
+/// Below this batch size a timing per query says little (warned of).
+const FEW_QUERIES: u64 = 100_000;
 
 /// The first `model name` of /proc/cpuinfo, or `unknown`.
 fn cpu_model() -> String {

@@ -442,6 +442,43 @@ pub fn check_partition(
     Ok(wall_s)
 }
 
+/// Per query of the batch `pimdes calibrate host` times, which it holds whole with its
+/// routed fragments, packed buffers, partial results and PIM-tree's sorted, deduplicated
+/// and bucketed copies. Measured 2026-12-06 on `paper-2rank` with `tiny.toml`, one run: 1 M
+/// and 4 M queries peaked at 146.6 and 544.5 MB for gets and for range-count-if alike, 133
+/// bytes per query between them, rounded up. Out of that fit: `paper-1012` with
+/// `paper-raq.toml` (500 M pairs) and 3 M queries, estimated at 520 MB, measured 467 MB.
+const CALIBRATE_BYTES_PER_QUERY: u64 = 136;
+
+/// Estimates `pimdes calibrate host` as [`check_partition`] does its partitioning, and then
+/// refuses a batch 0 that would not fit in host memory beside it (naming
+/// `queries.batch_size`).
+pub fn check_calibrate(
+    machine: &Machine,
+    workload: &Workload,
+    limits: &Limits,
+) -> Result<(), InputError> {
+    check_partition(machine, workload, limits)?;
+    let chunk_bytes = workload.chunks().saturating_mul(PER_CHUNK_BYTES);
+    let batch_bytes = workload
+        .batch_size
+        .saturating_mul(CALIBRATE_BYTES_PER_QUERY);
+    let bytes = (BASE_BYTES.saturating_add(chunk_bytes)).saturating_add(batch_bytes);
+    match limits.host_bytes().filter(|&a| bytes > a) {
+        None => Ok(()),
+        Some(available) => Err(workload.attribution.error_at(
+            "queries.batch_size",
+            format!(
+                "calibrate host holds batch 0 whole: about {} MiB of host memory ({} MiB for its {} queries), more than the {} MiB available; lower queries.batch_size (a few million queries time the host steps well)",
+                bytes >> 20,
+                batch_bytes >> 20,
+                workload.batch_size,
+                available >> 20
+            ),
+        )),
+    }
+}
+
 /// A line for stderr when a `partition` estimated at `wall_s` is long enough to announce.
 pub fn long_note(wall_s: f64) -> Option<String> {
     note("partitioning", wall_s)
@@ -628,6 +665,21 @@ mod tests {
         };
         let e = check_run(&m, &w, &small).unwrap_err();
         assert!(e.reason.contains("more than the 32 MiB available"), "{e}");
+        // calibrate host: batch 0's 20,000 queries at 136 bytes (2.6 MiB) beside the fixed
+        // 32 MiB and the partitioning's 0.1 MiB, which fit in 33 MiB.
+        let tight = Limits {
+            max_host_bytes: Some(33 << 20),
+            max_events: u64::MAX,
+        };
+        assert!(check_partition(&m, &w, &tight).is_ok());
+        let e = check_calibrate(&m, &w, &tight).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("queries.batch_size"));
+        assert!(e.reason.contains("holds batch 0 whole"), "{e}");
+        let roomy = Limits {
+            max_host_bytes: Some(35 << 20),
+            max_events: u64::MAX,
+        };
+        assert!(check_calibrate(&m, &w, &roomy).is_ok());
         // partition: the reference batch and 3 measured batches of 20,000 queries.
         assert!(check_partition(&m, &w, &at(80_000)).is_ok());
         let e = check_partition(&m, &w, &at(79_999)).unwrap_err();
