@@ -575,6 +575,23 @@ fn a_sweep_writes_only_into_a_directory_of_its_own() {
         std::fs::read_to_string(out.join("sweep.json")).unwrap(),
         index
     );
+    // Nor does another manifest of the same shape (as two experiments sweeping the same
+    // parameters); the same manifest, edited, still sweeps into its directory.
+    let twin = d.join("twin.toml");
+    std::fs::copy(&m, &twin).unwrap();
+    assert_bad(
+        &pimdes(&["sweep", s(&twin), "--out", s(&out)]),
+        &[
+            "--out",
+            "holds the sweep of manifest sweep_own_dir/manifest.toml, and this is sweep_own_dir/twin.toml",
+        ],
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("sweep.json")).unwrap(),
+        index
+    );
+    std::fs::write(&m, format!("{text}[set]\nqueries.skew = 0.8\n")).unwrap();
+    sweep(&[s(&m), "--out", s(&out)]);
 }
 
 #[test]

@@ -99,7 +99,8 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
     ))
 }
 
-/// Refuses `out`'s sweep index unless it is a sweep of `index`'s command and parameters.
+/// Refuses `out`'s sweep index unless it is a sweep of `index`'s command and parameters,
+/// and of the same manifest (by its file and directory names) when the index names one.
 fn check_sweep_of(out: &Path, index: &SweepIndex) -> Result<(), Error> {
     let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
     let shown = out.display();
@@ -113,7 +114,12 @@ fn check_sweep_of(out: &Path, index: &SweepIndex) -> Result<(), Error> {
                 index.parameters.join(", ")
             ))
         }
-        Ok(_) => Ok(()),
+        Ok(old) => match (&old.manifest, &index.manifest) {
+            (Some(theirs), Some(ours)) if theirs != ours => refuse(format!(
+                "{shown} holds the sweep of manifest {theirs}, and this is {ours}: its results would replace that sweep's; give another directory, or delete that one to replace it"
+            )),
+            _ => Ok(()),
+        },
         Err(e) => refuse(format!(
             "{shown} holds a {INDEX_FILE} that is not a sweep's ({}); give a new or empty directory",
             e.reason

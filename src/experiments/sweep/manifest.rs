@@ -84,6 +84,10 @@ pub struct Point {
 #[derive(Debug, Clone)]
 pub struct Manifest {
     pub origin: String,
+    /// The manifest's file and the directory holding it (`get-vs-pim-tree/quick-run.toml`),
+    /// from its absolute path: how a sweep directory tells its manifest from another of
+    /// the same shape.
+    pub name: String,
     pub machine: PathBuf,
     pub workload: PathBuf,
     pub command: SweepCommand,
@@ -184,6 +188,19 @@ fn check_input_file(key: &str, file: &Path, origin: &str) -> Result<(), InputErr
     Err(InputError::key(origin, key, format!("`{shown}` {reason}")))
 }
 
+/// The last two parts of `path` made absolute (the file's own name alone at the root).
+fn manifest_name(path: &Path) -> String {
+    let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let parts: Vec<String> = (absolute.components().rev())
+        .filter_map(|c| match c {
+            std::path::Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .take(2)
+        .collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
 /// Reads and checks a manifest and expands it into points.
 pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     let origin = path.display().to_string();
@@ -219,6 +236,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     let points = expand(&axes, repetitions, base_seed, &fixed_sets, &origin)?;
     check_plots(&raw.plot, raw.command, &param_names, &origin)?;
     Ok(Manifest {
+        name: manifest_name(path),
         origin,
         machine,
         workload,

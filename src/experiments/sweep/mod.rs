@@ -41,6 +41,10 @@ pub const INDEX_FORMAT: u32 = 1;
 pub struct SweepIndex {
     pub format: u32,
     pub command: String,
+    /// The manifest that wrote the sweep: its file and the directory holding it. Absent in
+    /// indexes written before 2026-12-06, which are taken for any manifest's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
     /// Parameter names in axis order (the points' `parameters` objects are sorted by key).
     pub parameters: Vec<String>,
     pub points: Vec<IndexPoint>,
@@ -161,6 +165,7 @@ pub fn index(m: &Manifest) -> Result<SweepIndex, Error> {
     Ok(SweepIndex {
         format: INDEX_FORMAT,
         command: m.command.name().to_owned(),
+        manifest: Some(m.name.clone()),
         parameters: m.param_names.clone(),
         points,
         plots: m.plots.clone(),
