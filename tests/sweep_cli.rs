@@ -694,3 +694,33 @@ fn a_running_sweeps_temporary_files_are_left_alone() {
     sweep(&[s(&m), "--out", s(&starting), "--point", "0"]);
     assert!(starting.join("point.json").exists());
 }
+
+/// A rerun that replaces the index takes the old tables and figures with it, so that a
+/// rerun that then fails leaves nothing `pimdes plot` would redraw from the old points.
+#[test]
+fn a_replaced_index_takes_its_tables_and_figures_along() {
+    let d = dir("sweep_stale_tables");
+    let plot = "[[plot]]\nname = \"a\"\ntitle = \"t\"\ny_label = \"y\"\nx = \"data.pairs\"\ny = [\"batch_time_us.mean\"]\n";
+    let fitting = REFUSING.replace("1_500_000", "200_000");
+    let m = manifest(&d, &format!("{fitting}{plot}"));
+    let out = d.join("out");
+    sweep(&[s(&m), "--out", s(&out)]);
+    let derived = ["results.csv", "results.jsonl", "a.svg", "a.md"];
+    for name in derived {
+        assert!(out.join(name).exists(), "{name}");
+    }
+    // Unchanged, the rerun keeps them (and writes them again, the same).
+    sweep(&[s(&m), "--out", s(&out)]);
+    assert!(derived.iter().all(|name| out.join(name).exists()));
+    // Point 1 now does not fit in MRAM: the sweep fails, and nothing of the old points'
+    // tables and figures is left to plot.
+    manifest(&d, &format!("{REFUSING}{plot}"));
+    assert_eq!(pimdes(&["sweep", s(&m), "--out", s(&out)]).code, Some(2));
+    for name in derived {
+        assert!(!out.join(name).exists(), "{name}");
+    }
+    assert_bad(
+        &pimdes(&["plot", s(&out)]),
+        &["results.jsonl", "pimdes sweep --collect DIR"],
+    );
+}

@@ -4,7 +4,7 @@ use super::{shell_quote, write_stdout};
 use crate::config::InputError;
 use crate::error::Error;
 use crate::experiments::plot::plot_dir;
-use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect};
+use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect, remove_derived};
 use crate::experiments::sweep::{
     INDEX_FILE, Manifest, Outcome, Point, SweepCommand, SweepIndex, index, load_manifest,
     read_index, remove_stale_temps, run_points, write_atomically,
@@ -212,6 +212,10 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
 fn write_index(m: &Manifest, out: &Path) -> Result<PathBuf, Error> {
     let index = index(m)?;
     let dir = sweep_dir(out, &index)?;
+    // Another manifest's index (or this one's, edited): its tables and figures go with it.
+    if let Some(old) = read_index(&dir).ok().filter(|old| *old != index) {
+        remove_derived(&dir, &old)?;
+    }
     let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Output {
         path: INDEX_FILE.into(),
         reason: e.to_string(),

@@ -156,6 +156,32 @@ fn csv_cell(v: &Value) -> String {
     }
 }
 
+/// Removes what `index`'s sweep derived from its points in `dir`: the two tables and each
+/// figure's `.svg` and `.md`. Called when another index replaces it, so that no table or
+/// figure of the old points outlives them (`pimdes plot` would redraw from them); the next
+/// collection writes them anew. Files already gone are fine.
+pub fn remove_derived(dir: &Path, index: &SweepIndex) -> Result<(), Error> {
+    let mut names = vec![CSV_FILE.to_owned(), JSONL_FILE.to_owned()];
+    for plot in &index.plots {
+        names.extend(["svg", "md"].map(|ext| format!("{}.{ext}", plot.name)));
+    }
+    for name in names {
+        let path = dir.join(&name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Output {
+                    path: path.display().to_string(),
+                    reason: format!(
+                        "cannot remove the stale {name} of the sweep's earlier points: {e}"
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Writes `DIR/results.csv` and `DIR/results.jsonl` from `DIR/sweep.json` and the points'
 /// result files.
 pub fn collect(dir: &Path) -> Result<Collected, Error> {
