@@ -457,6 +457,23 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     assert!(csv.lines().nth(1).unwrap().ends_with(",true,"), "{csv}");
     let o = sweep(&[s(&m), "--out", s(&out)]);
     assert!(o.stdout.contains("0 run, 2 up to date"), "{}", o.stdout);
+    // Its --list lines run each point through the sweep, which records the refusal, so
+    // that they collect into the same tables.
+    let listed = d.join("listed");
+    let o = sweep(&[s(&m), "--out", s(&listed), "--list"]);
+    for line in o.stdout.lines() {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[..2], ["pimdes", "sweep"], "{line}");
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
+            .args(&words[1..])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{line}: {run:?}");
+    }
+    sweep(&["--collect", s(&listed)]);
+    let table = |dir: &Path| std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(table(&listed), table(&out));
     // A refused point against a run result of its configuration is not a silent pass.
     let mut ran: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("data.pairs=100000.json")).unwrap())

@@ -23,6 +23,7 @@ pub struct SweepArgs {
     out: Option<PathBuf>,
     /// Print one self-contained `pimdes run`/`pimdes partition` command line per point (for GNU
     /// parallel or a Slurm array) instead of running; writes DIR/sweep.json for `--collect`.
+    /// A manifest that records refusals gets `pimdes sweep MANIFEST --out DIR --point I` lines.
     #[arg(long, conflicts_with_all = ["point", "jobs"])]
     list: bool,
     /// Run point I alone (numbered from 0, as `--list` prints them); no collection.
@@ -36,9 +37,18 @@ pub struct SweepArgs {
     collect: Option<PathBuf>,
 }
 
-/// The command line that runs point `p` alone and writes its result file.
+/// The command line that runs point `p` alone and writes its result file: the command
+/// itself, or, when the manifest records refusals, `pimdes sweep --point` (a plain command
+/// that is refused exits without a record, which collecting then misses).
 fn point_command(m: &Manifest, p: &Point, dir: &Path) -> String {
     let path = |p: &Path| shell_quote(&p.display().to_string());
+    if m.record_refused {
+        let manifest = Path::new(&m.origin);
+        let manifest = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_owned());
+        let point = p.index.to_string();
+        return ["pimdes sweep", &path(&manifest), "--out", &path(dir), "--point", &point]
+            .join(" ");
+    }
     let mut words = vec![
         "pimdes".to_owned(),
         m.command.name().to_owned(),
