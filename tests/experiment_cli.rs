@@ -135,6 +135,14 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
         &plot(),
         &["results.jsonl", "its 1 rows are not the 2 points"],
     );
+    // Text on a line figure's x has no place on its axis (it drew an empty figure).
+    let text_x = rows.replacen("\"queries.skew\":0.6", "\"queries.skew\":\"low\"", 1);
+    assert_ne!(text_x, rows);
+    std::fs::write(&results, text_x).unwrap();
+    assert_bad(
+        &plot(),
+        &["sweep.json", "`plot[0].x`", "holds low, not a number"],
+    );
     std::fs::write(&results, "").unwrap();
     assert_bad(&plot(), &["results.jsonl", "holds no results"]);
     std::fs::write(&results, "[1, 2]\n").unwrap();
@@ -181,6 +189,25 @@ fn bad_figures_and_names_are_bad_input() {
         );
         assert!(!out.exists(), "nothing ran");
     }
+    // A text parameter on a line figure's x: refused before any point runs.
+    let texts =
+        "queries.skew = [0.6, 1.2]\npartition.partitioner = [\"ccp-capped\", \"qdd-greedy\"]";
+    let bad = (text.replacen("queries.skew = [0.6, 1.2]", texts, 1)).replacen(
+        "x = \"queries.skew\"",
+        "x = \"partition.partitioner\"",
+        1,
+    );
+    std::fs::write(&m, bad).unwrap();
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &[
+            "m.toml",
+            "`plot[0].x`",
+            "takes \"ccp-capped\", not a number",
+        ],
+    );
+    assert!(!out.exists(), "nothing ran");
     let m = manifest(&dir, "stacked = 3");
     let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_bad(&o, &["m.toml", "stacked"]);

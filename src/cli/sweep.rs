@@ -46,8 +46,15 @@ fn point_command(m: &Manifest, p: &Point, dir: &Path) -> String {
         let manifest = Path::new(&m.origin);
         let manifest = std::fs::canonicalize(manifest).unwrap_or_else(|_| manifest.to_owned());
         let point = p.index.to_string();
-        return ["pimdes sweep", &path(&manifest), "--out", &path(dir), "--point", &point]
-            .join(" ");
+        return [
+            "pimdes sweep",
+            &path(&manifest),
+            "--out",
+            &path(dir),
+            "--point",
+            &point,
+        ]
+        .join(" ");
     }
     let mut words = vec![
         "pimdes".to_owned(),

@@ -318,6 +318,31 @@ fn read_rows(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError> {
     Ok(rows)
 }
 
+/// A line figure's x holds no text in a measured row (a result column can be text, such as
+/// the partitioner's name). A row without a value there is left out of the figure, as a
+/// refused point is.
+fn check_numbers_on_x(
+    spec: &PlotSpec,
+    rows: &[Value],
+    origin: &str,
+    at: usize,
+) -> Result<(), InputError> {
+    let measured = rows.iter().filter(|r| !refused(r));
+    let text = |v: &Option<&Value>| v.is_some_and(|v| !(v.is_number() || v.is_null()));
+    match measured.map(|r| cell(r, &spec.x)).find(text) {
+        None => Ok(()),
+        Some(v) => Err(InputError::key(
+            origin,
+            &format!("plot[{at}].x"),
+            format!(
+                "`{}` holds {}, not a number, and a line figure needs numbers on x; draw bars (stacked = true), or take x from a number column",
+                spec.x,
+                as_label(v)
+            ),
+        )),
+    }
+}
+
 /// Draws every figure the sweep in `dir` declares; returns the files written.
 pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let index = read_index(dir)?;
@@ -335,6 +360,9 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         spec.check_columns(&index.command, &index.parameters, &origin, at)?;
     }
     let rows = read_rows(dir, &index)?;
+    for (at, spec) in index.plots.iter().enumerate().filter(|(_, s)| !s.stacked) {
+        check_numbers_on_x(spec, &rows, &origin, at)?;
+    }
     let mut written = Vec::new();
     for spec in &index.plots {
         let (svg, md) = draw(spec, &rows);

@@ -235,6 +235,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     }
     let points = expand(&axes, repetitions, base_seed, &fixed_sets, &origin)?;
     check_plots(&raw.plot, raw.command, &param_names, &origin)?;
+    check_line_x(&raw.plot, &points, &origin)?;
     Ok(Manifest {
         name: manifest_name(path),
         origin,
@@ -274,6 +275,23 @@ fn check_plots(
                 &format!("plot[{i}].series"),
                 reason,
             ));
+        }
+    }
+    Ok(())
+}
+
+/// A line figure's x, when it is a parameter, takes numbers at every point: text (a
+/// partitioner's name) has no place on its axis, and such a figure came out empty.
+fn check_line_x(plots: &[PlotSpec], points: &[Point], origin: &str) -> Result<(), InputError> {
+    for (i, spec) in plots.iter().enumerate().filter(|(_, s)| !s.stacked) {
+        let values = points.iter().flat_map(|p| &p.params);
+        let text = values.filter(|(k, v)| *k == spec.x && !(v.is_integer() || v.is_float()));
+        if let Some((_, v)) = text.into_iter().next() {
+            let reason = format!(
+                "`{}` takes {v}, not a number, and a line figure needs numbers on x; draw bars (stacked = true), or put the parameter in series and a number column on x",
+                spec.x
+            );
+            return Err(InputError::key(origin, &format!("plot[{i}].x"), reason));
         }
     }
     Ok(())
