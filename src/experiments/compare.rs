@@ -132,7 +132,21 @@ pub fn first_difference(a: &Value, b: &Value, prefix: &str) -> Option<String> {
             .zip(y)
             .enumerate()
             .find_map(|(i, (u, v))| first_difference(u, v, &format!("{prefix}[{i}]"))),
+        (Value::Number(x), Value::Number(y)) => (!same_number(x, y)).then(|| prefix.to_owned()),
         _ => (a != b).then(|| prefix.to_owned()),
+    }
+}
+
+/// Whether two JSON numbers have the same value, however written: `350.0` and `350` are
+/// one clock (a tool such as jq 1.6 rewrites the one as the other). Two integers compare
+/// exactly (seeds use all 63 bits), anything else as doubles.
+fn same_number(x: &serde_json::Number, y: &serde_json::Number) -> bool {
+    let integer = |n: &serde_json::Number| {
+        (n.as_i64().map(i128::from)).or_else(|| n.as_u64().map(i128::from))
+    };
+    match (integer(x), integer(y)) {
+        (Some(a), Some(b)) => a == b,
+        _ => x.as_f64() == y.as_f64(),
     }
 }
 
@@ -389,6 +403,22 @@ mod tests {
         json!({"version": "0", "config": {"a": {"b": 1}}, "host": {"wall_s": mean},
                "batch_time_us": {"mean": mean, "stddev": 1.0}, "answers_verified": true,
                "per_batch": [1.0, 2.0], "name": "x"})
+    }
+
+    #[test]
+    fn configurations_differ_by_value_not_by_how_a_number_is_written() {
+        let diff = |a: Value, b: Value| first_difference(&a, &b, "config");
+        let big = (1u64 << 63) - 1;
+        let a = json!({"clock_mhz": 350.0, "seed": big, "skew": [1.0, 1.2]});
+        let b = json!({"clock_mhz": 350, "seed": big, "skew": [1, 1.2]});
+        assert_eq!(diff(a.clone(), b), None);
+        // Integers compare exactly, beyond a double's 53 bits.
+        let b = json!({"clock_mhz": 350, "seed": big - 1, "skew": [1.0, 1.2]});
+        assert_eq!(diff(a.clone(), b).as_deref(), Some("config.seed"));
+        let b = json!({"clock_mhz": 350.5, "seed": big, "skew": [1.0, 1.2]});
+        assert_eq!(diff(a.clone(), b).as_deref(), Some("config.clock_mhz"));
+        let b = json!({"clock_mhz": "350", "seed": big, "skew": [1.0, 1.2]});
+        assert_eq!(diff(a, b).as_deref(), Some("config.clock_mhz"));
     }
 
     #[test]
