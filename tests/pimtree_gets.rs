@@ -327,7 +327,19 @@ fn a_trace_records_the_busiest_dpu_and_a_listed_one() {
                 assert!(names.contains(&want), "{want} missing: {names:?}");
             }
         }
+        assert!(!o.stderr.contains("no tasklet timelines"), "{}", o.stderr);
     }
+    // Predecessor kernels record no timelines: the run says so rather than nothing.
+    let flags = ["--trace", p, "--trace-dpus", "3"];
+    let o = run_cli_flags(&flags, &["queries.kind=predecessor"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(
+            "warning: the trace has no tasklet timelines: pim-tree records none for predecessor queries"
+        ),
+        "{}",
+        o.stderr
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

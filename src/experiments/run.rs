@@ -446,8 +446,15 @@ pub fn drive(
     progress.phase("done");
     let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
     let cut = cut_timelines(&g.tasklets);
+    let unrecorded = (trace.is_some() && g.tasklets.is_empty()).then(|| {
+        format!(
+            "the trace has no tasklet timelines: {} records none for {} queries (of PIM-tree's kernels only the gets' are recorded, pim-tree.md); its batch, host and rank tracks are whole",
+            index.name(),
+            workload.kind.name()
+        )
+    });
     let mut report = report(machine, workload, index, config, init, &timeline, g, &clock);
-    report.warnings.extend(cut);
+    report.warnings.extend(cut.into_iter().chain(unrecorded));
     Ok((report, trace))
 }
 
