@@ -375,7 +375,7 @@ impl Machine {
             .map(|r| ((usable * (r + 1)) / s.ranks - (usable * r) / s.ranks) as u32)
             .collect();
         let mram = raw.dpu.mram_size_bytes;
-        if mram == 0 || !mram.is_multiple_of(8) || mram > MAX_MRAM_SIZE_BYTES {
+        if mram == 0 || !mram.is_multiple_of(WORD_BYTES) || mram > MAX_MRAM_SIZE_BYTES {
             return Err(source.error_at(
                 "dpu.mram_size_bytes",
                 format!(
@@ -524,6 +524,26 @@ fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
     Ok((value * 1e3).round() as u64)
 }
 
+/// The memory sizes a machine file gives in whole 8-byte words (the DPU's 64-bit word;
+/// WRAM and MRAM are addressed by DMA in 8-byte units): `dpu.mram_size_bytes`,
+/// `dpu.wram_size_bytes` and `dpu.stack_bytes_per_tasklet` are multiples of it.
+pub const WORD_BYTES: u64 = 8;
+const WORD_KEYS: [&str; 3] = [
+    "dpu.mram_size_bytes",
+    "dpu.wram_size_bytes",
+    "dpu.stack_bytes_per_tasklet",
+];
+
+/// The step an integer machine key moves in (dotted, without `machine.`): [`WORD_BYTES`]
+/// for the word-sized memories, else 1.
+pub fn integer_step(key: &str) -> u64 {
+    if WORD_KEYS.contains(&key) {
+        WORD_BYTES
+    } else {
+        1
+    }
+}
+
 fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputError> {
     let d = &raw.dpu;
     let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, 1.0, 10_000.0)?;
@@ -531,7 +551,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
     // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
     let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 32)?;
     let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
-    if wram % 8 != 0 {
+    if !u64::from(wram).is_multiple_of(WORD_BYTES) {
         return Err(source.error_at(
             "dpu.wram_size_bytes",
             format!("{wram} must be a multiple of 8"),
@@ -552,7 +572,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         0,
         1 << 20,
     )?;
-    if stack % 8 != 0 {
+    if !u64::from(stack).is_multiple_of(WORD_BYTES) {
         return Err(source.error_at(
             "dpu.stack_bytes_per_tasklet",
             format!("{stack} must be a multiple of 8"),

@@ -127,10 +127,15 @@ fn a_variant_the_simulator_refuses_is_reported_with_its_reason() {
 
 #[test]
 fn bad_settings_are_refused() {
-    assert_bad(
-        &pimdes(&[&ARGS[..], &["--factors", "0"]].concat()),
-        &["--factors", "above 0"],
-    );
+    for factor in ["0", "1e-300", "1001"] {
+        assert_bad(
+            &pimdes(&[&ARGS[..], &["--factors", factor]].concat()),
+            &[
+                "--factors",
+                "each factor must be a number from 0.001 to 1000",
+            ],
+        );
+    }
     assert_bad(
         &pimdes(&[&ARGS[..], &["--keys", "dpu.nosuch"]].concat()),
         &[

@@ -21,7 +21,8 @@ pub struct SensitivityArgs {
     /// Default: every numeric key whose comment in the machine file carries `[est]`.
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     keys: Vec<String>,
-    /// Factors each key is multiplied by, comma-separated (integers are rounded, at least 1).
+    /// Factors each key is multiplied by, comma-separated, 0.001 to 1000 (integers are
+    /// rounded, at least 1; memory sizes to whole 8-byte words).
     #[arg(long, value_name = "F", value_delimiter = ',', default_values_t = [0.5, 2.0])]
     factors: Vec<f64>,
     /// Also write the JSON study to FILE (atomically).
@@ -85,9 +86,9 @@ fn check_factors(factors: &[f64]) -> Result<(), InputError> {
     }
     if factors
         .iter()
-        .any(|f| !(f.is_finite() && *f > 0.0 && *f <= 1000.0))
+        .any(|f| !(f.is_finite() && *f >= 0.001 && *f <= 1000.0))
     {
-        return Err(bad("each factor must be a number above 0 and at most 1000"));
+        return Err(bad("each factor must be a number from 0.001 to 1000"));
     }
     if let Some(f) = crate::config::first_repeated(factors) {
         return Err(bad(&format!("{f} is listed twice")));

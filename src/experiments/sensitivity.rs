@@ -58,18 +58,18 @@ pub fn estimated_keys(text: &str) -> Vec<(String, toml::Value)> {
     keys
 }
 
-/// `value` times `factor`, as the machine's field takes it: an integer field (as `integer`
-/// says) rounded and at least 1, a number field exact (a file may write `1` for 1.0).
-fn scaled(value: &toml::Value, factor: f64, integer: bool) -> toml::Value {
+/// `value` times `factor`, as the machine's field takes it: an integer field (`step` is
+/// `Some`) rounded to a whole number of its steps and at least one step, a number field
+/// exact (a file may write `1` for 1.0).
+fn scaled(value: &toml::Value, factor: f64, step: Option<u64>) -> toml::Value {
     let x = value
         .as_float()
         .or_else(|| value.as_integer().map(|i| i as f64))
         .unwrap_or(0.0)
         * factor;
-    if integer {
-        toml::Value::Integer((x.round() as i64).max(1))
-    } else {
-        toml::Value::Float(x)
+    match step.map(|s| s as f64) {
+        Some(s) => toml::Value::Integer(((x / s).round().max(1.0) * s) as i64),
+        None => toml::Value::Float(x),
     }
 }
 
@@ -184,7 +184,8 @@ pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, E
     let mut variants = Vec::new();
     for (key, base_value, integer) in &keys {
         for &factor in &inputs.factors {
-            let value = scaled(base_value, factor, *integer);
+            let step = integer.then(|| crate::machine::integer_step(key));
+            let value = scaled(base_value, factor, step);
             let variant = if value == *base_value {
                 unchanged(key, base_value, factor)
             } else {
@@ -343,10 +344,18 @@ mod tests {
     #[test]
     fn scaling_follows_the_fields_type_and_integers_stay_positive() {
         use toml::Value::{Float, Integer};
-        assert_eq!(scaled(&Integer(3), 0.5, true), Integer(2));
-        assert_eq!(scaled(&Integer(1), 0.1, true), Integer(1));
-        assert_eq!(scaled(&Integer(1), 0.5, false), Float(0.5));
-        assert_eq!(scaled(&Float(0.25), 2.0, false), Float(0.5));
+        assert_eq!(scaled(&Integer(3), 0.5, Some(1)), Integer(2));
+        assert_eq!(scaled(&Integer(1), 0.1, Some(1)), Integer(1));
+        assert_eq!(scaled(&Integer(1), 0.5, None), Float(0.5));
+        assert_eq!(scaled(&Float(0.25), 2.0, None), Float(0.5));
+        // Memory sizes stay whole words: 0.3 x 64 MiB is 20,132,659.2, 20,132,656 in words.
+        let mram = crate::machine::integer_step("dpu.mram_size_bytes");
+        assert_eq!(mram, 8);
+        assert_eq!(
+            scaled(&Integer(64 << 20), 0.3, Some(mram)),
+            Integer(20_132_656)
+        );
+        assert_eq!(scaled(&Integer(8), 0.1, Some(mram)), Integer(8));
         let machine = crate::machine::Machine::from_toml_str(
             "paper-2rank.toml",
             include_str!("../../machines/paper-2rank.toml"),
