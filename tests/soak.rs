@@ -116,3 +116,24 @@ fn the_soak_command_reports_totals_and_refuses_bad_flags() {
         &["--seed", "pass 2^64 - 1"],
     );
 }
+
+/// `--verbose` says each case's outcome in words and the command that reruns it.
+#[test]
+fn verbose_names_each_case_and_its_command() {
+    let o = pimdes(&[
+        "soak",
+        "--seed",
+        "5",
+        "--cases",
+        "2",
+        "--verbose",
+        "--quiet",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", o.stdout);
+    for (at, seed) in [(0, 5), (2, 6)] {
+        assert_eq!(lines[at], format!("seed {seed}: held every invariant"));
+        assert_eq!(lines[at + 1], format!("  {}", draw(seed).command_line()));
+    }
+}

@@ -47,7 +47,12 @@ pub fn run(args: SoakArgs) -> Result<(), Error> {
             Outcome::Failed(what) => failed.push((case.clone(), what.clone())),
         }
         if args.verbose {
-            let _ = writeln!(text, "seed {seed}: {outcome:?}");
+            let what = match &outcome {
+                Outcome::Held => "held every invariant".to_owned(),
+                Outcome::Refused(why) => format!("refused as infeasible: {why}"),
+                Outcome::Failed(what) => format!("FAILED: {what}"),
+            };
+            let _ = writeln!(text, "seed {seed}: {what}\n  {}", case.command_line());
         }
     }
     drop(progress);
