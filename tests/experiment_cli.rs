@@ -235,8 +235,40 @@ fn bad_figures_and_names_are_bad_input() {
     );
     assert!(!ex.join("partition").exists(), "the first part did not run");
     assert_eq!(std::fs::read_to_string(ex.join("run")).unwrap(), "mine");
+    // A file as the experiment's own directory is named as one, as sweep names it.
+    let file = ex.join("run");
+    assert_bad(
+        &pimdes(&["experiment", "zcamp", "--out", file.to_str().unwrap()]),
+        &["--out", "run is a file, not a directory"],
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
     assert_bad(&pimdes(&["plot", dir.to_str().unwrap()]), &["sweep.json"]);
     let o = pimdes(&["experiment", "--list"]);
     assert_eq!(o.code, Some(0));
     assert!(o.stdout.contains("get-vs-pim-tree") && o.stdout.contains("quick-run.toml"));
+}
+
+/// `--list` from a directory whose `experiments` folder lacks the manifests marks them
+/// missing and says where to run from (`experiment NAME` would fail on them).
+#[test]
+fn list_marks_manifests_that_are_not_there() {
+    let dir = scratch("list");
+    std::fs::create_dir_all(dir.join("experiments")).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .args(["experiment", "--list"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("experiments/zcamp/quick-partition.toml   (missing)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("manifest(s) missing under experiments: run pimdes from its checkout's root")
+    );
+    let here = pimdes(&["experiment", "--list"]);
+    assert!(!here.stdout.contains("missing"), "{}", here.stdout);
 }

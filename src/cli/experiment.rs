@@ -37,17 +37,27 @@ pub struct PlotArgs {
     dir: PathBuf,
 }
 
+/// The catalog with each manifest's path, those not found marked (and counted at the end).
 fn list() -> String {
     let root = catalog::root();
     let mut text = String::new();
+    let mut missing = 0;
     for e in &EXPERIMENTS {
         text.push_str(&format!("{:<20} {}\n", e.name, e.about));
         for scale in SCALES {
             for part in e.parts {
                 let path = catalog::manifest(&root, e, scale, part);
-                text.push_str(&format!("{:<20}   {}\n", "", path.display()));
+                let mark = if path.is_file() { "" } else { "   (missing)" };
+                missing += usize::from(!mark.is_empty());
+                text.push_str(&format!("{:<20}   {}{mark}\n", "", path.display()));
             }
         }
+    }
+    if missing > 0 {
+        text.push_str(&format!(
+            "{missing} manifest(s) missing under {}: run pimdes from its checkout's root\n",
+            root.display()
+        ));
     }
     text
 }
@@ -75,6 +85,12 @@ pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from(format!("results/{}-{}", e.name, args.scale)));
+    // The parts' directories go under it: a file there is named as such, as `sweep` names
+    // a file given as its directory.
+    if out.exists() && !out.is_dir() {
+        let reason = format!("{} is a file, not a directory", out.display());
+        return Err(InputError::plain("--out", reason).into());
+    }
     let root = catalog::root();
     // Every part's manifest and directory first: a bad --out for a later part must not
     // show after the earlier parts ran and wrote their results.
