@@ -551,7 +551,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
     // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
     let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 32)?;
     let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
-    if !u64::from(wram).is_multiple_of(WORD_BYTES) {
+    if !wram.is_multiple_of(WORD_BYTES) {
         return Err(source.error_at(
             "dpu.wram_size_bytes",
             format!("{wram} must be a multiple of 8"),
@@ -572,7 +572,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         0,
         1 << 20,
     )?;
-    if !u64::from(stack).is_multiple_of(WORD_BYTES) {
+    if !stack.is_multiple_of(WORD_BYTES) {
         return Err(source.error_at(
             "dpu.stack_bytes_per_tasklet",
             format!("{stack} must be a multiple of 8"),
