@@ -756,6 +756,18 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
     }
 }
 
+impl ProtocolReport {
+    fn of(workload: &Workload) -> ProtocolReport {
+        ProtocolReport {
+            launch: workload.launch,
+            batches_in_flight: workload.batches_in_flight,
+            arrival: workload.arrival,
+            queries_per_s: workload.queries_per_s,
+            poll_interval_us: workload.poll_interval_us,
+        }
+    }
+}
+
 /// The run report's own keys, which an index's keys must not shadow.
 pub const RESERVED_KEYS: [&str; 27] = [
     "schema_version",
@@ -835,13 +847,7 @@ fn report(
         queries_per_batch: workload.batch_size,
         queries_per_measured_batch: t.queries_per_batch,
         measured_batches: workload.measured_batches,
-        protocol: ProtocolReport {
-            launch: workload.launch,
-            batches_in_flight: workload.batches_in_flight,
-            arrival: workload.arrival,
-            queries_per_s: workload.queries_per_s,
-            poll_interval_us: workload.poll_interval_us,
-        },
+        protocol: ProtocolReport::of(workload),
         batch_time_us: t.batch_time,
         batch_times_us: t.batch_times,
         batch_interval_us: t.batch_interval,
