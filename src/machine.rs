@@ -407,6 +407,18 @@ impl Machine {
     /// `dpus_per_rank` that leaves the file's `usable_dpus` in place keeps that DPU count,
     /// which is rarely what was meant.
     pub fn warnings(&self) -> Vec<String> {
+        let total = self.ranks * self.dpus_per_rank;
+        let advice =
+            format!("; set machine.usable_dpus too (machine.usable_dpus={total} for all of them)");
+        self.resized_keeping_usable()
+            .map(|w| w + &advice)
+            .into_iter()
+            .collect()
+    }
+
+    /// Whether a `--set` of `ranks` or `dpus_per_rank` resized the machine while the file's
+    /// `usable_dpus` stayed (so the DPU count did not move), said as a fact without advice.
+    pub fn resized_keeping_usable(&self) -> Option<String> {
         let a = &self.attribution;
         // An override that sets the file's own value resizes nothing.
         let resizing = |key: &str| {
@@ -417,16 +429,15 @@ impl Machine {
         let (Some(set), None, Some(usable)) =
             (resized, a.override_of("usable_dpus"), self.raw.usable_dpus)
         else {
-            return Vec::new();
+            return None;
         };
         let total = self.ranks * self.dpus_per_rank;
-        if usable == u64::from(total) {
-            return Vec::new();
-        }
-        vec![format!(
-            "--set {set} resizes the machine, but its file's usable_dpus = {usable} stays: {usable} usable DPUs over {} ranks of {} ({total} in all); set machine.usable_dpus too (machine.usable_dpus={total} for all of them)",
-            self.ranks, self.dpus_per_rank
-        )]
+        (usable != u64::from(total)).then(|| {
+            format!(
+                "--set {set} resizes the machine, but its file's usable_dpus = {usable} stays: {usable} usable DPUs over {} ranks of {} ({total} in all)",
+                self.ranks, self.dpus_per_rank
+            )
+        })
     }
 
     /// The machine as a program sees it once it has allocated the first `dpus` usable DPUs,

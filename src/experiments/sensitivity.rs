@@ -240,7 +240,11 @@ fn run_variant(
     let mut warnings = Vec::new();
     let outcome = match load(inputs, Some((key, &value))) {
         Ok((m, w)) => {
-            warnings = m.warnings();
+            // A study moves one key at a time, so the advice to set usable_dpus beside it
+            // cannot be taken here: say what the variant then measures instead.
+            warnings = (m.resized_keeping_usable().into_iter())
+                .map(|w| w + "; this variant measures the same DPUs over other ranks")
+                .collect();
             // This host's limits stop the study (another host could run it).
             check_run(&m, &w, &Limits::host())?;
             run(&m, &w, inputs.partitioner, &mut Silent)
