@@ -375,14 +375,15 @@ impl Machine {
             .map(|r| ((usable * (r + 1)) / s.ranks - (usable * r) / s.ranks) as u32)
             .collect();
         let mram = raw.dpu.mram_size_bytes;
-        if mram == 0 || !mram.is_multiple_of(WORD_BYTES) || mram > MAX_MRAM_SIZE_BYTES {
+        if mram == 0 || mram > MAX_MRAM_SIZE_BYTES {
             return Err(source.error_at(
                 "dpu.mram_size_bytes",
                 format!(
-                    "{mram} must be a positive multiple of 8, at most {MAX_MRAM_SIZE_BYTES} (1 TiB)"
+                    "{mram} must be a positive multiple of {WORD_BYTES}, at most {MAX_MRAM_SIZE_BYTES} (1 TiB)"
                 ),
             ));
         }
+        check_words(source, "dpu.mram_size_bytes", mram)?;
         let dpu = validate_dpu(&raw, source)?;
         let transfer = validate_transfer(&raw.transfer, source)?;
         let host = validate_host(&raw.host, source)?;
@@ -555,6 +556,15 @@ pub fn integer_step(key: &str) -> u64 {
     }
 }
 
+/// Refuses a value of one of [`WORD_KEYS`] that is not whole words.
+fn check_words(source: &Source, key: &str, value: u64) -> Result<(), InputError> {
+    debug_assert!(WORD_KEYS.contains(&key), "{key} is not a word-sized key");
+    if value.is_multiple_of(WORD_BYTES) {
+        return Ok(());
+    }
+    Err(source.error_at(key, format!("{value} must be a multiple of {WORD_BYTES}")))
+}
+
 fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputError> {
     let d = &raw.dpu;
     let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, 1.0, 10_000.0)?;
@@ -562,12 +572,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
     // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
     let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 32)?;
     let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
-    if !wram.is_multiple_of(WORD_BYTES) {
-        return Err(source.error_at(
-            "dpu.wram_size_bytes",
-            format!("{wram} must be a multiple of 8"),
-        ));
-    }
+    check_words(source, "dpu.wram_size_bytes", wram)?;
     let iram = in_range(
         source,
         "dpu.iram_instructions",
@@ -583,12 +588,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         0,
         1 << 20,
     )?;
-    if !stack.is_multiple_of(WORD_BYTES) {
-        return Err(source.error_at(
-            "dpu.stack_bytes_per_tasklet",
-            format!("{stack} must be a multiple of 8"),
-        ));
-    }
+    check_words(source, "dpu.stack_bytes_per_tasklet", stack)?;
     let interval = in_range(
         source,
         "dpu.pipeline.tasklet_issue_interval_cycles",

@@ -189,6 +189,25 @@ fn bad_figures_and_names_are_bad_input() {
         );
         assert!(!out.exists(), "nothing ran");
     }
+    // A flag column on an axis: refused before any point runs (a stacked figure's x is a
+    // label and may take it).
+    for (from, to, key) in [
+        (
+            "x = \"queries.skew\"",
+            "x = \"answers_verified\"",
+            "`plot[0].x`",
+        ),
+        (
+            "y = [\"batch_time_us.mean\"]",
+            "y = [\"answers_verified\"]",
+            "`plot[0].y[0]`",
+        ),
+    ] {
+        std::fs::write(&m, text.replacen(from, to, 1)).unwrap();
+        let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        assert_bad(&o, &["m.toml", key, "holds true/false or text"]);
+        assert!(!out.exists(), "nothing ran");
+    }
     // A text parameter on a line figure's x: refused before any point runs.
     let texts =
         "queries.skew = [0.6, 1.2]\npartition.partitioner = [\"ccp-capped\", \"qdd-greedy\"]";

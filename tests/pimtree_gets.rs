@@ -116,7 +116,7 @@ fn every_distinct_key_is_one_task_on_its_dpu() {
 fn parallel_all_pads_every_dpu_to_the_largest_buffer_of_the_set() {
     // Two ranks of 4 DPUs; the largest buffer (4,000 B) is on rank 1.
     let m = machine(&["machine.ranks=2", "machine.usable_dpus=8"]);
-    let sizes = [100, 200, 300, 400, 4000, 0, 12, 12];
+    let sizes = [104, 200, 304, 400, 4000, 0, 16, 16];
     assert_eq!(
         moved_bytes(&m, TransferKind::ParallelAll, &sizes),
         7 * 4000,
@@ -138,10 +138,10 @@ fn parallel_all_pads_every_dpu_to_the_largest_buffer_of_the_set() {
         "machine.transfer.rank_fixed_us=0",
     ]);
     let host = Host::new(&m);
-    let sizes = [4000, 0, 0, 0, 12, 12, 12, 12];
+    let sizes = [4000, 0, 0, 0, 16, 16, 16, 16];
     let all = host.transfer(Direction::CpuDpu, TransferKind::ParallelAll, &sizes);
     let per_rank = host.transfer(Direction::CpuDpu, TransferKind::Parallel, &sizes);
-    assert_eq!((all.moved_bytes, per_rank.moved_bytes), (20_000, 4048));
+    assert_eq!((all.moved_bytes, per_rank.moved_bytes), (20_000, 4064));
     assert_eq!(all.payload_bytes, per_rank.payload_bytes);
     let us = |t: pimdes::engine::Time| t.ps() as f64 / 1e6;
     assert!(

@@ -726,9 +726,31 @@ fn a_replaced_index_takes_its_tables_and_figures_along() {
     for name in derived {
         assert!(out.join(name).exists(), "{name}");
     }
-    // Unchanged, the rerun keeps them (and writes them again, the same).
+    // Unchanged, a rerun that does not collect (--list) keeps them, also when the index is
+    // from before indexes named their manifest.
+    let kept = || derived.iter().all(|name| out.join(name).exists());
+    sweep(&[s(&m), "--out", s(&out), "--list"]);
+    assert!(kept());
+    let index = std::fs::read_to_string(out.join("sweep.json")).unwrap();
+    let unnamed: String = (index.lines())
+        .filter(|l| !l.contains("\"manifest\":"))
+        .map(|l| l.to_owned() + "\n")
+        .collect();
+    assert_ne!(unnamed, index);
+    std::fs::write(out.join("sweep.json"), unnamed).unwrap();
+    sweep(&[s(&m), "--out", s(&out), "--list"]);
+    assert!(kept());
+    // A figure the index names outside the directory is not removed with it.
+    let victim = d.join("victim.md");
+    std::fs::write(&victim, "mine").unwrap();
+    let index = std::fs::read_to_string(out.join("sweep.json")).unwrap();
+    let outside = index.replace("\"name\": \"a\"", "\"name\": \"../victim\"");
+    assert_ne!(outside, index);
+    std::fs::write(out.join("sweep.json"), outside).unwrap();
+    sweep(&[s(&m), "--out", s(&out), "--list"]);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
     sweep(&[s(&m), "--out", s(&out)]);
-    assert!(derived.iter().all(|name| out.join(name).exists()));
+    assert!(kept());
     // Point 1 now does not fit in MRAM: the sweep fails, and nothing of the old points'
     // tables and figures is left to plot.
     manifest(&d, &format!("{REFUSING}{plot}"));

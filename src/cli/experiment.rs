@@ -88,7 +88,12 @@ pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
     // The parts' directories go under it: a file there is named as such, as `sweep` names
     // a file given as its directory.
     if out.exists() && !out.is_dir() {
-        let reason = format!("{} is a file, not a directory", out.display());
+        let what = if out.is_file() {
+            "a file"
+        } else {
+            "a device, FIFO or socket"
+        };
+        let reason = format!("{} is {what}, not a directory", out.display());
         return Err(InputError::plain("--out", reason).into());
     }
     let root = catalog::root();

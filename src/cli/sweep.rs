@@ -230,7 +230,15 @@ fn write_index(m: &Manifest, out: &Path) -> Result<PathBuf, Error> {
     let index = index(m)?;
     let dir = sweep_dir(out, &index)?;
     // Another manifest's index (or this one's, edited): its tables and figures go with it.
-    if let Some(old) = read_index(&dir).ok().filter(|old| *old != index) {
+    // An index from before indexes named their manifest is this one's if all else agrees.
+    let changed = |old: &SweepIndex| {
+        let named = SweepIndex {
+            manifest: old.manifest.clone().or_else(|| index.manifest.clone()),
+            ..old.clone()
+        };
+        named != index
+    };
+    if let Some(old) = read_index(&dir).ok().filter(changed) {
         remove_derived(&dir, &old)?;
     }
     let text = serde_json::to_string_pretty(&index).map_err(|e| Error::Output {

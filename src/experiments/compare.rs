@@ -272,7 +272,8 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         found.map_or(Value::Null, |(_, v)| v.clone())
     };
     let names = a.iter().chain(&b).map(|(name, _)| *name);
-    if let Some(what) = names.into_iter().find(|n| value(&a, n) != value(&b, n)) {
+    let differ = |n: &&str| first_difference(&value(&a, n), &value(&b, n), "").is_some();
+    if let Some(what) = names.into_iter().find(differ) {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(

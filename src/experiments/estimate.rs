@@ -445,9 +445,10 @@ pub fn check_partition(
 /// Per query of the batch `pimdes calibrate host` times, which it holds whole with its
 /// routed fragments, packed buffers, partial results and PIM-tree's sorted, deduplicated
 /// and bucketed copies. Measured 2026-12-06 on `paper-2rank` with `tiny.toml`, one run: 1 M
-/// and 4 M queries peaked at 146.6 and 544.5 MB for gets and for range-count-if alike, 133
-/// bytes per query between them, rounded up. Out of that fit: `paper-1012` with
-/// `paper-raq.toml` (500 M pairs) and 3 M queries, estimated at 520 MB, measured 467 MB.
+/// and 4 M queries peaked at 146,620 and 544,496 KiB for gets and for range-count-if alike,
+/// 136 bytes per query between them (no margin added). Out of that fit: `paper-1012` with
+/// `paper-raq.toml` (500 M pairs) and 3 M queries, estimated at 522 MB, measured 455,900 KiB
+/// (467 MB): 12 % high.
 const CALIBRATE_BYTES_PER_QUERY: u64 = 136;
 
 /// Estimates `pimdes calibrate host` as [`check_partition`] does its partitioning, and then

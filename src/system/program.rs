@@ -159,10 +159,12 @@ impl Program {
                     let odd = sizes_bytes
                         .iter()
                         .position(|b| !b.is_multiple_of(WRAM_TRANSFER_WORD_BYTES));
-                    assert!(
-                        odd.is_none(),
-                        "step {i}: DPU {odd:?}'s transfer is not whole {WRAM_TRANSFER_WORD_BYTES}-byte words"
-                    );
+                    if let Some(dpu) = odd {
+                        panic!(
+                            "step {i}: DPU {dpu}'s transfer of {} bytes is not whole {WRAM_TRANSFER_WORD_BYTES}-byte words",
+                            sizes_bytes[dpu]
+                        );
+                    }
                     sizes_bytes.len()
                 }
                 Step::Launch { dpu_time, .. } => dpu_time.len(),
@@ -181,5 +183,36 @@ impl Program {
         let first = self.steps.iter().position(Step::uses_ranks)?;
         let last = self.steps.iter().rposition(Step::uses_ranks)?;
         Some((first, last + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(sizes_bytes: Vec<u64>) -> Program {
+        Program {
+            stages: vec![Stage {
+                name: "cpu_to_dpu",
+                class: Class::Communication,
+            }],
+            steps: vec![Step::Transfer {
+                stage: 0,
+                direction: Direction::CpuDpu,
+                kind: TransferKind::Parallel,
+                sizes_bytes,
+            }],
+        }
+    }
+
+    #[test]
+    fn whole_words_pass() {
+        push(vec![8, 0, 12]).assert_valid(3);
+    }
+
+    #[test]
+    #[should_panic(expected = "step 0: DPU 1's transfer of 6 bytes is not whole 4-byte words")]
+    fn a_transfer_of_part_of_a_word_is_an_index_bug() {
+        push(vec![8, 6, 12]).assert_valid(3);
     }
 }

@@ -7,7 +7,7 @@ pub mod svg;
 
 use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::sweep::collect::{JSONL_FILE, POINT, possible_columns};
+use crate::experiments::sweep::collect::{JSONL_FILE, NOT_NUMBERS, POINT, possible_columns};
 use crate::experiments::sweep::{SweepIndex, read_index, write_atomically};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,11 +44,17 @@ pub struct PlotSpec {
 
 impl PlotSpec {
     /// Checks the spec's own shape; `origin` names the manifest.
+    /// Whether the figure's name is a plain file name (letters, digits, `-` and `_`), so
+    /// that its files stay in the sweep's directory.
+    pub fn has_plain_name(&self) -> bool {
+        let plain = |c: char| c.is_ascii_alphanumeric() || "-_".contains(c);
+        !self.name.is_empty() && self.name.chars().all(plain)
+    }
+
     pub fn check(&self, origin: &str, at: usize) -> Result<(), InputError> {
         let bad =
             |key: &str, reason: &str| InputError::key(origin, &format!("plot[{at}].{key}"), reason);
-        let plain = |c: char| c.is_ascii_alphanumeric() || "-_".contains(c);
-        if self.name.is_empty() || !self.name.chars().all(plain) {
+        if !self.has_plain_name() {
             return Err(bad(
                 "name",
                 "must be letters, digits, `-` or `_` (a file name)",
@@ -91,6 +97,22 @@ impl PlotSpec {
                     .map(|(k, c)| (format!("error[{k}]"), c)),
             );
         for (key, column) in named {
+            // Bars take a label on x; every other axis takes numbers.
+            let on_axis = !(self.stacked && key == "x");
+            if on_axis && NOT_NUMBERS.contains(&column.as_str()) {
+                let advice = match key.as_str() {
+                    "x" => "draw bars (stacked = true) to put it on x",
+                    _ => "y and error take number columns",
+                };
+                let reason = format!(
+                    "`{column}` holds true/false or text, not numbers, so no axis can show it; {advice}"
+                );
+                return Err(InputError::key(
+                    origin,
+                    &format!("plot[{at}].{key}"),
+                    reason,
+                ));
+            }
             if !known(column) {
                 let expected: Vec<&str> = params
                     .iter()
@@ -318,9 +340,9 @@ fn read_rows(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError> {
     Ok(rows)
 }
 
-/// A line figure's x holds no text in a measured row (a result column can be text, such as
-/// the partitioner's name). A row without a value there is left out of the figure, as a
-/// refused point is.
+/// A line figure's x holds no text in a measured row (the manifest's check knows the
+/// columns; this one reads what was collected, which anyone may have edited). A row without
+/// a value there is left out of the figure, as a refused point is.
 fn check_numbers_on_x(
     spec: &PlotSpec,
     rows: &[Value],

@@ -35,6 +35,10 @@ const PARTITION: [&str; 11] = [
     "fits_in_mram",
 ];
 
+/// The result columns that hold a flag or text, not a number: no figure draws them on an
+/// axis.
+pub const NOT_NUMBERS: [&str; 3] = ["answers_verified", "fits_in_mram", REFUSED];
+
 /// What `collect` wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Collected {
@@ -162,7 +166,9 @@ fn csv_cell(v: &Value) -> String {
 /// collection writes them anew. Files already gone are fine.
 pub fn remove_derived(dir: &Path, index: &SweepIndex) -> Result<(), Error> {
     let mut names = vec![CSV_FILE.to_owned(), JSONL_FILE.to_owned()];
-    for plot in &index.plots {
+    // An index is a file anyone may edit: a figure named outside the directory (`../x`),
+    // which `pimdes plot` would refuse, is not the sweep's to remove.
+    for plot in index.plots.iter().filter(|p| p.has_plain_name()) {
         names.extend(["svg", "md"].map(|ext| format!("{}.{ext}", plot.name)));
     }
     for name in names {
