@@ -1,7 +1,7 @@
 //! `pimdes experiment NAME` (one of the paper's experiments: sweeps, collection, figures)
 //! and `pimdes plot DIR` (redraw a sweep's figures from its collected results).
 
-use super::sweep::{check_sweep, sweep_whole};
+use super::sweep::{check_dir_path, check_sweep, sweep_whole};
 use super::write_stdout;
 use crate::config::InputError;
 use crate::error::Error;
@@ -85,17 +85,8 @@ pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
     let out = args
         .out
         .unwrap_or_else(|| PathBuf::from(format!("results/{}-{}", e.name, args.scale)));
-    // The parts' directories go under it: a file there is named as such, as `sweep` names
-    // a file given as its directory.
-    if out.exists() && !out.is_dir() {
-        let what = if out.is_file() {
-            "a file"
-        } else {
-            "a device, FIFO or socket"
-        };
-        let reason = format!("{} is {what}, not a directory", out.display());
-        return Err(InputError::plain("--out", reason).into());
-    }
+    // The parts' directories go under it: checked as `sweep` checks its own.
+    check_dir_path(&out)?;
     let root = catalog::root();
     // Every part's manifest and directory first: a bad --out for a later part must not
     // show after the earlier parts ran and wrote their results.

@@ -77,29 +77,34 @@ fn point_command(m: &Manifest, p: &Point, dir: &Path) -> String {
     words.join(" ")
 }
 
+/// Refuses an `--out` that is there but not a directory (a file, a device, FIFO or socket,
+/// a symbolic link to nothing, or unreadable); `Ok(false)` when nothing is there yet, so
+/// the directory can be made.
+pub(crate) fn check_dir_path(out: &Path) -> Result<bool, Error> {
+    let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
+    let shown = out.display();
+    match std::fs::metadata(out) {
+        // A symbolic link to nothing: the directory could not be made there.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && out.is_symlink() => refuse(format!(
+            "{shown} is a symbolic link to nothing; give a directory, or a path to create one"
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => refuse(format!("cannot read {shown}: {e}")),
+        Ok(m) if m.is_file() => refuse(format!("{shown} is a file, not a directory")),
+        Ok(m) if !m.is_dir() => refuse(format!(
+            "{shown} is not a directory (a device, FIFO or socket); give a directory"
+        )),
+        Ok(_) => Ok(true),
+    }
+}
+
 /// Refuses an `--out` a sweep must not write into: a file, a directory that is neither
 /// empty nor a sweep's (one holding a sweep index), or the directory of a sweep of another
 /// command or other parameters than `index`'s, so that no file of the user's, and no
 /// other sweep's results, are overwritten.
 fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
-    let refuse = |reason: String| Err(InputError::plain("--out", reason).into());
-    let shown = out.display();
-    match std::fs::metadata(out) {
-        // A symbolic link to nothing: the directory could not be made there.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && out.is_symlink() => {
-            return refuse(format!(
-                "{shown} is a symbolic link to nothing; give a directory, or a path to create one"
-            ));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return refuse(format!("cannot read {shown}: {e}")),
-        Ok(m) if m.is_file() => return refuse(format!("{shown} is a file, not a directory")),
-        Ok(m) if !m.is_dir() => {
-            return refuse(format!(
-                "{shown} is not a directory (a device, FIFO or socket); give a directory"
-            ));
-        }
-        Ok(_) => {}
+    if !check_dir_path(out)? {
+        return Ok(());
     }
     if out.join(INDEX_FILE).exists() {
         return check_sweep_of(out, index);
@@ -111,9 +116,11 @@ fn check_out_dir(out: &Path, index: &SweepIndex) -> Result<(), Error> {
     if out.join(INDEX_FILE).exists() {
         return check_sweep_of(out, index);
     }
-    refuse(format!(
+    let shown = out.display();
+    let reason = format!(
         "{shown} is not empty and holds no {INDEX_FILE}, so it is not a sweep's directory; give a new or empty directory"
-    ))
+    );
+    Err(InputError::plain("--out", reason).into())
 }
 
 /// Refuses `out`'s sweep index unless it is a sweep of `index`'s command and parameters,
