@@ -536,6 +536,15 @@ fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
     Ok((value * 1e3).round() as u64)
 }
 
+/// `n` DPUs in words: "1 DPU", "2 DPUs" (for messages and table headers; a machine may
+/// have one DPU).
+pub fn dpus_phrase(n: impl Into<u64>) -> String {
+    match n.into() {
+        1 => "1 DPU".to_string(),
+        n => format!("{n} DPUs"),
+    }
+}
+
 /// The memory sizes a machine file gives in whole 8-byte words (the DPU's 64-bit word;
 /// WRAM and MRAM are addressed by DMA in 8-byte units): `dpu.mram_size_bytes`,
 /// `dpu.wram_size_bytes` and `dpu.stack_bytes_per_tasklet` are multiples of it.
@@ -995,8 +1004,9 @@ fn check_transfer_products(
             return Err(source.error_at_any(
                 &keys,
                 format!(
-                    "too slow for this machine: moving {} bytes to each of {dpus} DPUs (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s, a smaller dpu.mram_size_bytes or fewer DPUs",
-                    largest_transfer_per_dpu_bytes(mram_size_bytes)
+                    "too slow for this machine: moving {} bytes to each of {} (dpu.mram_size_bytes, at least 64 MiB, times the usable DPUs of ranks x dpus_per_rank) would take {seconds} s of simulated time, above the {MAX_FULL_TRANSFER_S} s limit; give at least {min_gb_per_s:.6} GB/s, a smaller dpu.mram_size_bytes or fewer DPUs",
+                    largest_transfer_per_dpu_bytes(mram_size_bytes),
+                    dpus_phrase(dpus)
                 ),
             ));
         }
@@ -1060,7 +1070,8 @@ fn check_per_dpu_costs(t: &TransferParams, dpus: u64, source: &Source) -> Result
             return Err(source.error_at_any(
                 &[key, "usable_dpus", "ranks", "dpus_per_rank"],
                 format!(
-                    "{what}, {dpus} DPUs at most, would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller {name}"
+                    "{what}, {} at most, would take over {MAX_FULL_TRANSFER_S} s of simulated time; give a smaller {name}",
+                    dpus_phrase(dpus)
                 ),
             ));
         }
@@ -1088,6 +1099,13 @@ mod tests {
     use super::*;
 
     const TEXT: &str = include_str!("../machines/paper-1012.toml");
+
+    #[test]
+    fn one_dpu_is_not_plural() {
+        assert_eq!(dpus_phrase(1u32), "1 DPU");
+        assert_eq!(dpus_phrase(0u32), "0 DPUs");
+        assert_eq!(dpus_phrase(2556u64), "2556 DPUs");
+    }
 
     #[test]
     fn faulty_dpus_are_spread_over_ranks() {

@@ -33,9 +33,9 @@ pub fn run_default() -> Result<(), Error> {
         Machine::from_toml_str("<embedded machines/paper-2rank.toml>", DEFAULT_MACHINE, &[])?;
     let base = workload_at(1.0)?;
     let mut out = format!(
-        "pimdes: B+-Forest on {} ({} DPUs, {} tasklets), {} pairs, {} {} queries per batch, alpha {}, seed {}\n\n",
+        "pimdes: B+-Forest on {} ({}, {} tasklets), {} pairs, {} {} queries per batch, alpha {}, seed {}\n\n",
         machine.name,
-        machine.dpus,
+        crate::machine::dpus_phrase(machine.dpus),
         base.tasklets,
         base.pairs,
         base.batch_size,

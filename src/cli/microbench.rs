@@ -152,7 +152,11 @@ fn check_prim_memory(
     } else {
         String::new()
     };
-    let what = format!("{} with {n} elements on {d} DPUs{with} {reason}", b.suite());
+    let what = format!(
+        "{} with {n} elements on {}{with} {reason}",
+        b.suite(),
+        crate::machine::dpus_phrase(d)
+    );
     let keys = ["microbench.prim.input_size", "microbench.prim.dpus"];
     match keys
         .iter()
@@ -204,9 +208,9 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "machine {} ({} DPUs at {} MHz); selected columns, every record with --json",
+        "machine {} ({} at {} MHz); selected columns, every record with --json",
         machine.name,
-        machine.dpus,
+        crate::machine::dpus_phrase(machine.dpus),
         machine.dpu.clock.hz() as f64 / 1e6
     );
     arithmetic_table(&mut s, records);

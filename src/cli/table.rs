@@ -2,6 +2,7 @@
 
 use crate::config::shown;
 use crate::experiments::partition::PartitionReport;
+use crate::machine::dpus_phrase;
 use std::fmt::Write;
 
 pub fn partition_report(r: &PartitionReport) -> String {
@@ -9,10 +10,10 @@ pub fn partition_report(r: &PartitionReport) -> String {
     let w = &r.config.workload;
     let _ = writeln!(
         s,
-        "partitioner {} on {} ({} DPUs), workload: {} pairs, {} {} queries per batch, skew {}, alpha {}, seed {}",
+        "partitioner {} on {} ({}), workload: {} pairs, {} {} queries per batch, skew {}, alpha {}, seed {}",
         r.partitioner,
         r.config.machine.name,
-        r.dpus,
+        dpus_phrase(r.dpus),
         w.data.pairs,
         w.queries.batch_size,
         w.queries.kind.name(),
@@ -144,14 +145,14 @@ fn run_heading(r: &crate::experiments::run::RunReport) -> String {
         ""
     };
     format!(
-        "{} on {} ({} DPUs, {} tasklets){partitioner}, {} pairs, {up_to}{} {} queries per batch, skew {}, seed {}",
+        "{} on {} ({}, {} tasklets){partitioner}, {} pairs, {up_to}{} {} queries per batch, skew {}, seed {}",
         match r.index.as_str() {
             "b+forest" => "B+-Forest",
             "pim-tree" => "PIM-tree",
             other => other,
         },
         r.config.machine.name,
-        r.dpus,
+        dpus_phrase(r.dpus),
         r.tasklets,
         w.data.pairs,
         r.queries_per_batch,

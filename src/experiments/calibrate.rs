@@ -89,8 +89,9 @@ fn forest_steps(
     let results: Vec<Vec<Answer>> = batches.iter().map(|b| vec![Some(1); b.len()]).collect();
     let merged = fastest_ns(runs, || merge(kind, &batches, &results, queries.len()));
     let table_note = format!(
-        "a routing table of {} entries on {dpus} DPUs, batch 0 of {} {} queries",
+        "a routing table of {} entries on {}, batch 0 of {} {} queries",
         table.len(),
+        crate::machine::dpus_phrase(dpus),
         queries.len(),
         kind.name()
     );

@@ -551,8 +551,9 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
         return err(
             "data.pairs",
             format!(
-                "the data does not fit in MRAM: {} pairs over {} DPUs is {mean} keys per DPU on average, but PIM-tree's data-node region holds {capacity}; use less data or more DPUs",
-                workload.pairs, machine.dpus
+                "the data does not fit in MRAM: {} pairs over {} is {mean} keys per DPU on average, but PIM-tree's data-node region holds {capacity}; use less data or more DPUs",
+                workload.pairs,
+                crate::machine::dpus_phrase(machine.dpus)
             ),
         );
     }
