@@ -352,10 +352,12 @@ impl Machine {
         }
         let total = s.ranks.saturating_mul(s.dpus_per_rank);
         if total > MAX_DPUS {
+            // The exact product (u128 holds any), not the saturated one.
+            let product = u128::from(s.ranks) * u128::from(s.dpus_per_rank);
             return Err(source.error_at_any(
                 &["ranks", "dpus_per_rank"],
                 format!(
-                    "ranks x dpus_per_rank = {total} DPUs in all is above the supported {MAX_DPUS} (25 times the largest UPMEM system; more would exhaust host memory)"
+                    "ranks x dpus_per_rank = {product} DPUs in all is above the supported {MAX_DPUS} (25 times the largest UPMEM system; more would exhaust host memory)"
                 ),
             ));
         }
@@ -364,8 +366,10 @@ impl Machine {
             return Err(source.error_at_any(
                 &["usable_dpus", "ranks", "dpus_per_rank"],
                 format!(
-                    "usable_dpus = {usable} is not between 1 and ranks x dpus_per_rank = {} x {} = {total}",
-                    s.ranks, s.dpus_per_rank
+                    "usable_dpus = {usable} is not between 1 and ranks x dpus_per_rank = {} x {} = {total}{}",
+                    s.ranks,
+                    s.dpus_per_rank,
+                    shrunk_advice(source, total)
                 ),
             ));
         }
@@ -403,7 +407,6 @@ impl Machine {
         })
     }
 
-    /// Global index of the first usable DPU of each rank.
     /// What the user should know about this machine: an override of `ranks` or
     /// `dpus_per_rank` that leaves the file's `usable_dpus` in place keeps that DPU count,
     /// which is rarely what was meant.
@@ -534,6 +537,21 @@ fn gb_per_s(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
 fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
     let value = in_range_f64(source, key, value, 0.0, 1e9)?;
     Ok((value * 1e3).round() as u64)
+}
+
+/// Advice for a `--set` of `ranks` or `dpus_per_rank` that left the file's `usable_dpus`
+/// above the new total: set that key too. Empty when `usable_dpus` was set as well.
+fn shrunk_advice(source: &Source, total: u64) -> String {
+    let a = &source.attribution;
+    let resized = a
+        .override_of("ranks")
+        .or_else(|| a.override_of("dpus_per_rank"));
+    match (resized, a.override_of("usable_dpus")) {
+        (Some(_), None) => format!(
+            "; the file's usable_dpus stays unless it is set too (machine.usable_dpus={total} for all of them)"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// `n` DPUs in words: "1 DPU", "2 DPUs" (for messages and table headers; a machine may

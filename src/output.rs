@@ -91,6 +91,13 @@ fn check_file_type(target: &OutputTarget) -> Result<(), InputError> {
             "exists and is {what}; only a regular file or a new path can be written"
         )));
     }
+    // The rename would replace a file this user may not write (as `>` would not): opening
+    // it for writing, without truncating, asks the file system exactly that.
+    if let Err(e) = OpenOptions::new().write(true).open(target.path) {
+        return Err(target.bad(format!(
+            "exists and cannot be written ({e}); pimdes does not replace a file it may not write: give another path, or make the file writable"
+        )));
+    }
     Ok(())
 }
 
@@ -213,7 +220,13 @@ pub fn write_all_atomically(outputs: &[(OutputTarget, &[u8])]) -> Result<(), Err
     let discard = |written: &[PathBuf]| written.iter().for_each(|t| remove_registered(t));
     for (target, bytes) in outputs {
         let tmp = temporary_path(target.path);
-        if let Err(e) = write_synced(&tmp, bytes) {
+        // A replaced file keeps its mode (a private file stays private); its owner becomes
+        // this user, as with any file written anew.
+        let mode = std::fs::symlink_metadata(target.path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.permissions());
+        if let Err(e) = write_synced(&tmp, bytes, mode) {
             remove_registered(&tmp);
             discard(&written);
             return Err(fail(target, format!("writing `{}`: {e}", tmp.display())));
@@ -269,10 +282,17 @@ fn rename_all(outputs: &[(OutputTarget, &[u8])], written: &[PathBuf]) -> Result<
     result
 }
 
-/// Creates `path` (never an existing file, so nothing is followed or clobbered), writes
-/// `bytes` and fsyncs them.
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Creates `path` (never an existing file, so nothing is followed or clobbered), gives it
+/// `mode` (before any byte is in it), writes `bytes` and fsyncs them.
+fn write_synced(
+    path: &Path,
+    bytes: &[u8],
+    mode: Option<std::fs::Permissions>,
+) -> std::io::Result<()> {
     let mut file = create_registered(path)?;
+    if let Some(mode) = mode {
+        file.set_permissions(mode)?;
+    }
     file.write_all(bytes)?;
     file.sync_all()?;
     hold_for_tests();

@@ -40,6 +40,37 @@ fn a_machine_of_2_to_the_20_dpus_is_refused() {
     );
 }
 
+/// A product past 64 bits is printed as it is, not as the saturated u64 maximum.
+#[test]
+fn a_machine_beyond_64_bits_of_dpus_names_its_product() {
+    let o = partition(&["machine.ranks=4611686018427387904"]);
+    assert_bad(
+        &o,
+        &[
+            "key `ranks`",
+            "= 295147905179352825856 DPUs in all is above",
+        ],
+    );
+}
+
+/// Shrinking a machine whose file fixes `usable_dpus` says to set that key too (as growing
+/// it warns); once it is set, the advice goes.
+#[test]
+fn shrinking_below_the_files_usable_dpus_says_to_set_them() {
+    let o = partition(&["machine.ranks=1"]);
+    assert_bad(
+        &o,
+        &[
+            "--set machine.ranks=1: key `ranks`",
+            "usable_dpus = 1012 is not between 1 and ranks x dpus_per_rank = 1 x 64 = 64",
+            "(machine.usable_dpus=64 for all of them)",
+        ],
+    );
+    let o = partition(&["machine.ranks=1", "machine.usable_dpus=65"]);
+    assert_bad(&o, &["usable_dpus = 65 is not between 1 and"]);
+    assert!(!o.stderr.contains("for all of them"), "{}", o.stderr);
+}
+
 #[test]
 fn range_pairs_is_bounded_by_the_data_and_the_work() {
     let o = partition(&["queries.range_pairs=1000000"]);

@@ -132,6 +132,49 @@ fn a_regular_target_is_replaced_whole_with_no_temporary_left() {
     assert_eq!(entries(&dir), ["report.json", "trace.json"]);
 }
 
+/// A file this user may not write is refused, as a shell's `>` would refuse it, and left
+/// as it was. Root may write a file of mode 0444, so as root the test takes a sysfs file,
+/// which refuses writing to everyone (and is skipped where there is none).
+#[test]
+fn a_file_that_cannot_be_written_is_refused_and_left_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("read-only");
+    let mine = dir.join("report.json");
+    std::fs::write(&mine, "original").unwrap();
+    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let sysfs = Path::new("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+    let writable = |p: &Path| std::fs::OpenOptions::new().write(true).open(p).is_ok();
+    let target = [mine.as_path(), sysfs]
+        .into_iter()
+        .find(|p| p.is_file() && !writable(p));
+    let Some(target) = target else {
+        eprintln!("skipped: this user may write every candidate (root without sysfs)");
+        return;
+    };
+    let before = std::fs::read(target).unwrap();
+    let o = run_out(target);
+    assert_bad(&o, &["--out", "exists and cannot be written"]);
+    assert_eq!(std::fs::read(target).unwrap(), before);
+}
+
+/// A replaced file keeps its mode: a private report stays private.
+#[test]
+fn a_replaced_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("mode");
+    let out = dir.join("report.json");
+    for mode in [0o600, 0o640] {
+        std::fs::write(&out, "old").unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(mode)).unwrap();
+        let o = run_out(&out);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let meta = std::fs::metadata(&out).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, mode);
+        assert!(std::fs::read_to_string(&out).unwrap().starts_with('{'));
+    }
+    assert_eq!(entries(&dir), ["report.json"]);
+}
+
 /// The shell closes stdout (`>&-`) before starting the binary.
 #[test]
 fn closed_stdout_exits_1_with_a_message() {

@@ -184,11 +184,14 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         .map_err(|e| e.attributed(&machine.attribution, None))?;
     drop(progress);
     let skipped = microbench::prim::skipped(&prim_suites, &machine);
-    if skipped > 0 && sweeps.prim == PrimSweep::default() {
-        eprintln!(
-            "warning: {skipped} of the published PrIM application runs need more DPUs or MRAM than machine {} has; they were skipped",
+    let skipped = (skipped > 0 && sweeps.prim == PrimSweep::default()).then(|| {
+        format!(
+            "{skipped} of the published PrIM application runs need more DPUs or MRAM than machine {} has; they were skipped",
             machine.name
-        );
+        )
+    });
+    if let Some(w) = &skipped {
+        eprintln!("warning: {w}");
     }
     let transfer = microbench::includes(&args.name, "transfer").then_some(sweeps.transfer);
     let prim = (!prim_suites.is_empty()).then_some(sweeps.prim);
@@ -196,6 +199,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
         let table = (!args.json).then(|| tables(&machine, &records));
         let mut report = MicrobenchReport::new(&args.name, &machine, (transfer, prim), records);
         report.command_line = Some(super::command_line());
+        report.warnings.extend(skipped);
         let json = super::json_with_out(&report, args.out.as_deref())?;
         table.unwrap_or(json)
     } else {

@@ -203,10 +203,20 @@ fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
         .collect::<Result<Vec<_>, _>>()?;
     let machine = Machine::load(&common.machine, &overrides)?;
     let workload = Workload::load(&common.workload, &overrides)?;
+    // Printed now, so that they come with an error of the command too; `run` and
+    // `partition` reports also carry them (see `print_report_warnings`).
     for w in machine.warnings() {
         eprintln!("warning: {w}");
     }
     Ok((machine, workload))
+}
+
+/// Prints a report's warnings on stderr, but the machine's, printed when it was loaded.
+fn print_report_warnings(machine: &Machine, warnings: &[String]) {
+    let printed = machine.warnings();
+    for w in warnings.iter().filter(|w| !printed.contains(w)) {
+        eprintln!("warning: {w}");
+    }
 }
 
 /// The output files the flags name (`("--out", path)`, ...), checked against each other
@@ -262,9 +272,7 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     let mut report = run_partition(&machine, &workload, partitioner.as_ref())?;
     report.command_line = Some(command_line());
     drop(progress);
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
+    print_report_warnings(&machine, &report.warnings);
     let json = json_with_out(&report, args.out.as_deref())?;
     let text = if args.common.json {
         json

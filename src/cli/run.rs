@@ -247,9 +247,7 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     // The progress line ends before anything else is printed.
     drop(progress);
     report.command_line = Some(command_line());
-    for w in &report.warnings {
-        eprintln!("warning: {w}");
-    }
+    super::print_report_warnings(&machine, &report.warnings);
     let json = report_json(&report);
     write_outputs(&args, &json, timeline.as_ref())?;
     if args.common.json {

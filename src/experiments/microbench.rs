@@ -32,6 +32,9 @@ pub struct MicrobenchReport {
     /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
     pub config_fnv1a64: String,
     pub config: MachineConfig,
+    /// What the user should know, also printed on stderr: the machine's warnings (a
+    /// `--set` that resized it but kept its DPU count) and published PrIM runs skipped.
+    pub warnings: Vec<String>,
 }
 
 impl MicrobenchReport {
@@ -55,6 +58,7 @@ impl MicrobenchReport {
             command_line: None,
             config_fnv1a64: super::config_fnv1a64(&config),
             config,
+            warnings: machine.warnings(),
         }
     }
 }

@@ -333,7 +333,8 @@ fn report(
 ) -> PartitionReport {
     let dpus = machine.dpus;
     let totals: Vec<u64> = placed.pairs.iter().map(|&(c, h)| c + h).collect();
-    let mut warnings = placed.warnings;
+    let mut warnings = machine.warnings();
+    warnings.extend(placed.warnings);
     let mram = mram_use(machine, &placed.pairs);
     if mram.dpus_over > 0 {
         warnings.push(format!(

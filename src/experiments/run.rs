@@ -827,7 +827,8 @@ fn report(
     let t = timing(workload, timeline);
     let saturated = saturation(workload, timeline);
     let index_fields = index_fields(index);
-    let mut warnings = index.warnings();
+    let mut warnings = machine.warnings();
+    warnings.extend(index.warnings());
     let partitioner = &config.workload.partition.partitioner;
     warnings.extend(index::unused_choices(workload, partitioner));
     // A saturated run's batches are full: a ramp is worth telling only otherwise.
