@@ -829,6 +829,7 @@ fn report(
     let index_fields = index_fields(index);
     let mut warnings = machine.warnings();
     warnings.extend(index.warnings());
+    warnings.extend(index::unused_machine_keys(index, machine, workload));
     let partitioner = &config.workload.partition.partitioner;
     warnings.extend(index::unused_choices(workload, partitioner));
     // A saturated run's batches are full: a ramp is worth telling only otherwise.

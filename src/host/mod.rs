@@ -74,20 +74,79 @@ impl std::ops::AddAssign for HostWork {
     }
 }
 
+/// One unit of [`HostWork`] and the machine key that prices it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostUnit {
+    Route,
+    Merge,
+    Pack,
+    Sort,
+    Scan,
+    Hash,
+    Bucket,
+    Fill,
+}
+
+impl HostUnit {
+    pub const ALL: [HostUnit; 8] = [
+        HostUnit::Route,
+        HostUnit::Merge,
+        HostUnit::Pack,
+        HostUnit::Sort,
+        HostUnit::Scan,
+        HostUnit::Hash,
+        HostUnit::Bucket,
+        HostUnit::Fill,
+    ];
+
+    /// The machine-file key of its cost (dotted, without `machine.`).
+    pub fn key(self) -> &'static str {
+        match self {
+            HostUnit::Route => "host.route_ns_per_query",
+            HostUnit::Merge => "host.merge_ns_per_result",
+            HostUnit::Pack => "host.pack_ns_per_byte",
+            HostUnit::Sort => "host.sort_ns_per_element",
+            HostUnit::Scan => "host.scan_ns_per_element",
+            HostUnit::Hash => "host.hash_ns_per_key",
+            HostUnit::Bucket => "host.bucket_ns_per_task",
+            HostUnit::Fill => "host.fill_ns_per_result",
+        }
+    }
+
+    /// The host work it counts, in words ("routes no query" reads "does no {what}").
+    pub fn what(self) -> &'static str {
+        match self {
+            HostUnit::Route => "routing of queries",
+            HostUnit::Merge => "merging of results",
+            HostUnit::Pack => "packing of bytes",
+            HostUnit::Sort => "comparison sort",
+            HostUnit::Scan => "sequential pass over batch arrays",
+            HostUnit::Hash => "hashing of keys",
+            HostUnit::Bucket => "bucketing of tasks",
+            HostUnit::Fill => "filling of replies",
+        }
+    }
+
+    /// This unit's count in `work`, and its cost in `host`.
+    fn of(self, work: &HostWork, host: &HostParams) -> (u64, u64) {
+        match self {
+            HostUnit::Route => (work.queries_routed, host.route_ps_per_query),
+            HostUnit::Merge => (work.results_merged, host.merge_ps_per_result),
+            HostUnit::Pack => (work.bytes_packed, host.pack_ps_per_byte),
+            HostUnit::Sort => (work.elements_sorted, host.sort_ps_per_element),
+            HostUnit::Scan => (work.elements_scanned, host.scan_ps_per_element),
+            HostUnit::Hash => (work.keys_hashed, host.hash_ps_per_key),
+            HostUnit::Bucket => (work.tasks_bucketed, host.bucket_ps_per_task),
+            HostUnit::Fill => (work.results_filled, host.fill_ps_per_result),
+        }
+    }
+}
+
 impl HostWork {
     /// Picoseconds of one host thread this work takes under the host cost model, saturated
     /// at `u64::MAX` (the executor stops at [`crate::engine::CEILING`] with an error).
     pub fn single_thread_ps(&self, host: &HostParams) -> u64 {
-        let terms = [
-            (self.queries_routed, host.route_ps_per_query),
-            (self.results_merged, host.merge_ps_per_result),
-            (self.bytes_packed, host.pack_ps_per_byte),
-            (self.elements_sorted, host.sort_ps_per_element),
-            (self.elements_scanned, host.scan_ps_per_element),
-            (self.keys_hashed, host.hash_ps_per_key),
-            (self.tasks_bucketed, host.bucket_ps_per_task),
-            (self.results_filled, host.fill_ps_per_result),
-        ];
+        let terms = HostUnit::ALL.map(|u| u.of(self, host));
         let ps: u128 = terms.iter().map(|&(n, c)| n as u128 * c as u128).sum();
         u64::try_from(ps).unwrap_or(u64::MAX)
     }

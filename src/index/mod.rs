@@ -11,10 +11,10 @@ pub mod pimtree_ordered;
 use crate::config::InputError;
 use crate::dpu::{LaunchError, TaskletTimeline};
 use crate::engine::Time;
-use crate::host::HostWork;
+use crate::host::{HostUnit, HostWork};
 use crate::machine::Machine;
 use crate::system::program::{Program, Step};
-use crate::workload::spec::Streaming;
+use crate::workload::spec::{LaunchMode, Streaming};
 use crate::workload::{QueryKind, Workload};
 use serde::Serialize;
 
@@ -207,6 +207,13 @@ pub trait Index {
 
     /// Things the user should know (also printed on stderr).
     fn warnings(&self) -> Vec<String>;
+
+    /// The units of host work its programs count: the costs of the others
+    /// (`host.*_ns_per_*`) do not touch its runs, and a `--set` of them warns so. By
+    /// default every unit (an index that does not say warns of none).
+    fn host_units(&self) -> &'static [HostUnit] {
+        &HostUnit::ALL
+    }
 }
 
 /// Names `run.index` accepts.
@@ -303,6 +310,61 @@ pub fn check_choices(machine: &Machine, workload: &Workload) -> Result<(), Input
     }
     bforest::Policies::of(workload)?;
     check_tasklets(machine, workload)
+}
+
+/// Machine keys that decide only what fits, never a simulated time: the run fit, so a
+/// change of them that still fits moves nothing (docs/machine-model.md).
+const CAPACITY_KEYS: [&str; 4] = [
+    "dpu.wram_size_bytes",
+    "dpu.stack_bytes_per_tasklet",
+    "dpu.iram_instructions",
+    "dpu.atomic_bits",
+];
+
+/// Notes on the machine keys a `--set` changed that this run does not read, so that a
+/// what-if that moves nothing says why: another index's host costs, the broadcast rate
+/// (no index broadcasts), the poll interval of a run that does not poll with it, and the
+/// capacities.
+pub fn unused_machine_keys(
+    index: &dyn Index,
+    machine: &Machine,
+    workload: &Workload,
+) -> Vec<String> {
+    let a = &machine.attribution;
+    let changed = |key: &str| {
+        a.override_of(key)
+            .filter(|_| !a.unchanged.iter().any(|k| k == key))
+    };
+    let mut notes = Vec::new();
+    let mut note = |key: &str, why: &str| {
+        if let Some(set) = changed(key) {
+            notes.push(format!("--set {set} changes nothing in this run: {why}"));
+        }
+    };
+    for unit in HostUnit::ALL {
+        if !index.host_units().contains(&unit) {
+            let why = format!("{} does no {} on the host", index.name(), unit.what());
+            note(unit.key(), &why);
+        }
+    }
+    let broadcast = "no index broadcasts (only `pimdes microbench transfer` does)";
+    note("transfer.broadcast_gb_per_s_per_rank", broadcast);
+    match (workload.launch, workload.poll_interval_us) {
+        (LaunchMode::Sync, _) => note(
+            "transfer.poll_interval_us",
+            "only async launches poll (run.launch = \"async\")",
+        ),
+        (_, Some(_)) => note(
+            "transfer.poll_interval_us",
+            "the run's own run.poll_interval_us replaces it",
+        ),
+        _ => {}
+    }
+    let capacity = "it is a capacity, not a speed: the run fit, and no simulated time depends on it (docs/machine-model.md)";
+    for key in CAPACITY_KEYS {
+        note(key, capacity);
+    }
+    notes
 }
 
 /// A note on the choices a run names that its index does not use (`partitioner`: the one

@@ -27,7 +27,7 @@ use crate::config::InputError;
 use crate::dpu::{Dpu, LaunchError, TaskletTimeline};
 use crate::engine::Time;
 use crate::forest::reference::Reference;
-use crate::host::moved_bytes;
+use crate::host::{HostUnit, moved_bytes};
 use crate::machine::Machine;
 use crate::pimtree::gets::GetRound;
 use crate::pimtree::image::{Layout, data_node_capacity, write_image};
@@ -460,6 +460,11 @@ impl Index for PimTree {
 
     fn warnings(&self) -> Vec<String> {
         self.protocol_note.iter().cloned().collect()
+    }
+
+    fn host_units(&self) -> &'static [HostUnit] {
+        use HostUnit::*;
+        &[Sort, Scan, Hash, Bucket, Fill]
     }
 }
 

@@ -20,7 +20,7 @@ use crate::config::InputError;
 use crate::dpu::{Dpu, LaunchError};
 use crate::engine::Time;
 use crate::forest::reference::{Answer, Reference};
-use crate::host::moved_bytes;
+use crate::host::{HostUnit, moved_bytes};
 use crate::machine::Machine;
 use crate::pimtree::image::{Layout, data_node_capacity, key_height, write_image};
 use crate::pimtree::nodes::{Top, capacity, write_nodes};
@@ -516,6 +516,12 @@ impl super::Index for PimTreeOrdered {
 
     fn warnings(&self) -> Vec<String> {
         self.protocol_note.iter().cloned().collect()
+    }
+
+    /// Ordered queries go to the DPUs by key range, never by hash.
+    fn host_units(&self) -> &'static [HostUnit] {
+        use HostUnit::*;
+        &[Sort, Scan, Bucket, Fill]
     }
 }
 

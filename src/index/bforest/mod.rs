@@ -30,7 +30,7 @@ use crate::forest::build::{
 use crate::forest::image::{DpuLayout, mram_need_bytes, write_trees};
 use crate::forest::layout::{PAIR_BYTES, tree_bytes};
 use crate::forest::reference::Reference;
-use crate::host::HostWork;
+use crate::host::{HostUnit, HostWork};
 use crate::machine::Machine;
 use crate::partition::prepared::{Prepared, imbalance_factor};
 use crate::partition::{Partitioner, Partitioning, RoutingTable};
@@ -556,6 +556,10 @@ impl Index for BForest {
 
     fn warnings(&self) -> Vec<String> {
         self.partitioning.warnings.clone()
+    }
+
+    fn host_units(&self) -> &'static [HostUnit] {
+        &[HostUnit::Route, HostUnit::Merge, HostUnit::Pack]
     }
 }
 

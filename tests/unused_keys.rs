@@ -1,0 +1,142 @@
+//! A `--set` of a machine key the run does not read says so in a warning, and the keys it
+//! names truly change nothing: the run with all of them changed gives the same results.
+
+mod common;
+
+use common::pimdes;
+use serde_json::Value;
+
+/// Every key the warning may name, each set far from the shipped machine's value.
+const CANDIDATES: [&str; 13] = [
+    "machine.host.route_ns_per_query=900",
+    "machine.host.merge_ns_per_result=900",
+    "machine.host.pack_ns_per_byte=9",
+    "machine.host.sort_ns_per_element=900",
+    "machine.host.scan_ns_per_element=900",
+    "machine.host.hash_ns_per_key=900",
+    "machine.host.bucket_ns_per_task=900",
+    "machine.host.fill_ns_per_result=900",
+    "machine.transfer.broadcast_gb_per_s_per_rank=0.5",
+    "machine.transfer.poll_interval_us=900",
+    "machine.dpu.wram_size_bytes=131072",
+    "machine.dpu.stack_bytes_per_tasklet=2048",
+    "machine.dpu.atomic_bits=128",
+];
+
+/// The report's JSON without what a changed configuration changes by itself.
+fn results(args: &[&str]) -> (Value, Vec<String>) {
+    let o = pimdes(args);
+    assert_eq!(o.code, Some(0), "{args:?}: {}", o.stderr);
+    let mut v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let warnings = v["warnings"].as_array().unwrap().iter();
+    let warnings = warnings.map(|w| w.as_str().unwrap().to_owned()).collect();
+    for key in [
+        "config",
+        "config_fnv1a64",
+        "host",
+        "warnings",
+        "command_line",
+    ] {
+        v.as_object_mut().unwrap().remove(key);
+    }
+    (v, warnings)
+}
+
+/// The candidates the run's warnings name, and those they do not.
+fn named(warnings: &[String]) -> (Vec<&'static str>, Vec<&'static str>) {
+    CANDIDATES.iter().partition(|c| {
+        let note = format!("--set {c} changes nothing in this run");
+        warnings.iter().any(|w| w.starts_with(&note))
+    })
+}
+
+/// Runs `sets` on the tiny workload, then again with every candidate the first run's
+/// warnings name: the results are the same, and the keys `used` are never named.
+fn check(sets: &[&str], used: &[&str]) {
+    let mut base = vec![
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--json",
+        "--quiet",
+        "--set",
+        "batches.measured=1",
+    ];
+    for s in sets {
+        base.extend(["--set", s]);
+    }
+    let (want, _) = results(&base);
+    let mut all = base.clone();
+    for c in CANDIDATES {
+        all.extend(["--set", c]);
+    }
+    let (_, warnings) = results(&all);
+    let (unused, read) = named(&warnings);
+    for key in used {
+        assert!(
+            read.iter().any(|c| c.starts_with(key)),
+            "{sets:?}: {key} named unused"
+        );
+    }
+    let mut changed = base.clone();
+    for c in &unused {
+        changed.extend(["--set", c]);
+    }
+    let (got, _) = results(&changed);
+    assert_eq!(
+        got, want,
+        "{sets:?}: these keys changed the results: {unused:?}"
+    );
+    assert!(unused.len() >= 5, "{sets:?}: only {unused:?} named");
+}
+
+#[test]
+fn bforest_names_only_keys_that_change_nothing() {
+    let used = [
+        "machine.host.route",
+        "machine.host.merge",
+        "machine.host.pack",
+    ];
+    check(&[], &used);
+    // Async launches poll at the machine's interval: then it is read.
+    check(
+        &["run.launch=async"],
+        &["machine.transfer.poll_interval_us"],
+    );
+}
+
+#[test]
+fn pim_tree_names_only_keys_that_change_nothing() {
+    let used = [
+        "machine.host.sort",
+        "machine.host.hash",
+        "machine.host.fill",
+    ];
+    check(&["run.index=pim-tree", "queries.kind=get"], &used);
+    let ordered = ["run.index=pim-tree", "queries.kind=predecessor"];
+    check(&ordered, &["machine.host.sort", "machine.host.scan"]);
+}
+
+/// The example in docs/file-formats.md prints the warning it shows there.
+#[test]
+fn the_documented_warning_is_printed() {
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/tiny.toml",
+        "--set",
+        "machine.host.sort_ns_per_element=600",
+        "--quiet",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let docs = include_str!("../docs/file-formats.md");
+    let mut shown = docs
+        .lines()
+        .skip_while(|l| !l.contains("sort_ns_per_element=600 --quiet"));
+    let shown = shown.nth(1).expect("the example's output line");
+    assert_eq!(o.stderr.trim_end(), shown);
+}
