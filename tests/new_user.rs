@@ -108,6 +108,15 @@ fn shell_completions_cover_every_command() {
         ] {
             assert!(o.stdout.contains(command), "{shell}: no `{command}`");
         }
+        // Values complete too: partitioners and scales, and (but in fish, whose script
+        // from clap_complete completes no positional value) suites and experiments.
+        let mut values = vec!["qdd-double-scan", "paper"];
+        if shell != "fish" {
+            values.extend(["prim-gemv", "get-vs-pim-tree"]);
+        }
+        for value in values {
+            assert!(o.stdout.contains(value), "{shell}: no `{value}`");
+        }
     }
     let o = pimdes(&["completions", "nosuch"]);
     assert_eq!(o.code, Some(2), "{}", o.stderr);

@@ -430,6 +430,30 @@ fn progress_lines_go_to_stderr_when_it_is_not_a_terminal_and_quiet_silences_them
     assert_eq!(strip(loud), strip(quiet));
 }
 
+/// The main job (no command) says what it is simulating while it runs, in each of its
+/// two parts, and its table is the same with the progress lines as without.
+#[test]
+fn the_main_job_shows_its_progress() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))
+        .env("PIMDES_PROGRESS_EVERY_MS", "10")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    for part in [
+        "pimdes: simulating 1/4: ccp-capped at skew 0.6",
+        "pimdes: partitioning at skew",
+    ] {
+        assert!(stderr.contains(part), "no `{part}` in: {stderr}");
+    }
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout.starts_with("pimdes: B+-Forest on paper-2rank"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("elapsed"), "{stdout}");
+}
+
 #[test]
 fn the_tree_build_reports_how_far_it_has_come() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pimdes"))

@@ -5,11 +5,11 @@ use super::{command_line, table, write_stdout};
 use crate::config::Override;
 use crate::error::Error;
 use crate::experiments::partition::{Prepared, evaluate};
+use crate::experiments::run::Progress;
 use crate::experiments::run::{Silent, run};
 use crate::machine::Machine;
 use crate::partition;
 use crate::workload::Workload;
-use std::io::IsTerminal;
 
 pub const DEFAULT_MACHINE: &str = include_str!("../../machines/paper-2rank.toml");
 pub const DEFAULT_WORKLOAD: &str = include_str!("../../workloads/quick-raq.toml");
@@ -43,17 +43,17 @@ pub fn run_default() -> Result<(), Error> {
         base.alpha,
         base.seed
     );
-    let progress = std::io::stderr().is_terminal();
+    // As `run`'s: a line rewritten every second on a terminal, a plain line every 5 s
+    // elsewhere (the job takes about 13 s on a 2-core machine).
+    let mut progress = super::progress::heartbeat("pimdes", false, "starting");
     let total = RUN_SKEWS.len() * RUN_PARTITIONERS.len();
     let mut timed = Vec::new();
     for skew in RUN_SKEWS {
         let workload = workload_at(skew)?;
         for name in RUN_PARTITIONERS {
-            if progress {
-                eprint!(
-                    "\rpimdes: simulating {}/{total}: {name} at skew {skew}   ",
-                    timed.len() + 1
-                );
+            if let Some(p) = progress.as_mut() {
+                let n = timed.len() + 1;
+                p.phase(&format!("simulating {n}/{total}: {name} at skew {skew}"));
             }
             let p = partition::by_name(name).expect("default partitioners exist");
             let report = run(&machine, &workload, p.as_ref(), &mut Silent).map_err(|e| {
@@ -63,9 +63,6 @@ pub fn run_default() -> Result<(), Error> {
             timed.push(report);
         }
     }
-    if progress {
-        eprintln!();
-    }
     out.push_str(&format!(
         "Batch time with {} warm-up and {} measured batches (every answer checked against a reference):\n",
         base.warmup_batches, base.measured_batches
@@ -74,6 +71,9 @@ pub fn run_default() -> Result<(), Error> {
     out.push_str("\nImbalance of every partitioner (partitioning only, no timing):\n");
     let mut rows = Vec::new();
     for skew in PARTITION_SKEWS {
+        if let Some(p) = progress.as_mut() {
+            p.phase(&format!("partitioning at skew {skew}, every partitioner"));
+        }
         let workload = workload_at(skew)?;
         let prepared = Prepared::new(&machine, &workload)?;
         for p in partition::registry() {
@@ -83,5 +83,7 @@ pub fn run_default() -> Result<(), Error> {
         }
     }
     out.push_str(&table::comparison(&rows));
+    // The progress line ends before the table is printed.
+    drop(progress);
     write_stdout(&out)
 }

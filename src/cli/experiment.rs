@@ -13,10 +13,10 @@ use std::path::PathBuf;
 #[derive(Debug, Args)]
 pub struct ExperimentArgs {
     /// The experiment (see --list).
-    #[arg(value_name = "NAME", required_unless_present = "list")]
+    #[arg(value_name = "NAME", required_unless_present = "list", value_parser = super::Completes(|| EXPERIMENTS.iter().map(|e| e.name).collect()), hide_possible_values = true)]
     name: Option<String>,
     /// quick (minutes on a laptop) or paper (the paper's configuration).
-    #[arg(long, default_value = "quick")]
+    #[arg(long, default_value = "quick", value_parser = super::Completes(|| SCALES.to_vec()), hide_possible_values = true)]
     scale: String,
     /// Directory of the results and figures (one sweep directory per part). Default:
     /// results/NAME-SCALE.

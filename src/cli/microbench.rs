@@ -19,7 +19,7 @@ const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2556-350mhz.toml (embedded)";
 pub struct MicrobenchArgs {
     /// Suite: arithmetic, mram, stream, transfer, prim-va, prim-red, prim-bs, prim-gemv,
     /// prim-sel, prim-uni, apps (every prim-* suite) or all.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", value_parser = super::Completes(|| crate::microbench::SUITES.to_vec()), hide_possible_values = true)]
     name: String,
     /// Machine description (TOML). Default: machines/upmem-2556-350mhz.toml, embedded.
     #[arg(long, value_name = "FILE")]

@@ -8,9 +8,16 @@ use std::fmt::Write;
 pub fn partition_report(r: &PartitionReport) -> String {
     let mut s = String::new();
     let w = &r.config.workload;
+    // Alpha only for the partitioners that read it.
+    let reads_alpha = crate::partition::by_name(&r.partitioner)
+        .is_some_and(|p| p.tuning_keys().contains(&"partition.alpha"));
+    let alpha = match reads_alpha {
+        true => format!(", alpha {}", w.partition.alpha),
+        false => String::new(),
+    };
     let _ = writeln!(
         s,
-        "partitioner {} on {} ({}), workload: {} pairs, {} {} queries per batch, skew {}, alpha {}, seed {}",
+        "partitioner {} on {} ({}), workload: {} pairs, {} {} queries per batch, skew {}{alpha}, seed {}",
         r.partitioner,
         r.config.machine.name,
         dpus_phrase(r.dpus),
@@ -18,7 +25,6 @@ pub fn partition_report(r: &PartitionReport) -> String {
         w.queries.batch_size,
         w.queries.kind.name(),
         shown(w.queries.skew),
-        w.partition.alpha,
         r.seed
     );
     let rows = [

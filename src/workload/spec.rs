@@ -515,7 +515,7 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
         return err(
             "run.tasklets",
             format!(
-                "{} must be at least 1 (and at most the machine's dpu.max_tasklets)",
+                "{} is not between 1 and 1024 (and a run takes at most the machine's dpu.max_tasklets)",
                 r.tasklets
             ),
         );
