@@ -425,11 +425,7 @@ impl Machine {
     pub fn resized_keeping_usable(&self) -> Option<String> {
         let a = &self.attribution;
         // An override that sets the file's own value resizes nothing.
-        let resizing = |key: &str| {
-            a.override_of(key)
-                .filter(|_| !a.unchanged.iter().any(|k| k == key))
-        };
-        let resized = resizing("ranks").or_else(|| resizing("dpus_per_rank"));
+        let resized = a.changed("ranks").or_else(|| a.changed("dpus_per_rank"));
         let (Some(set), None, Some(usable)) =
             (resized, a.override_of("usable_dpus"), self.raw.usable_dpus)
         else {
@@ -543,9 +539,7 @@ fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
 /// above the new total: set that key too. Empty when `usable_dpus` was set as well.
 fn shrunk_advice(source: &Source, total: u64) -> String {
     let a = &source.attribution;
-    let resized = a
-        .override_of("ranks")
-        .or_else(|| a.override_of("dpus_per_rank"));
+    let resized = a.changed("ranks").or_else(|| a.changed("dpus_per_rank"));
     match (resized, a.override_of("usable_dpus")) {
         (Some(_), None) => format!(
             "; the file's usable_dpus stays unless it is set too (machine.usable_dpus={total} for all of them)"

@@ -12,6 +12,7 @@ use crate::config::InputError;
 use crate::error::Error;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -92,13 +93,21 @@ fn check_file_type(target: &OutputTarget) -> Result<(), InputError> {
         )));
     }
     // The rename would replace a file this user may not write (as `>` would not): opening
-    // it for writing, without truncating, asks the file system exactly that.
-    if let Err(e) = OpenOptions::new().write(true).open(target.path) {
-        return Err(target.bad(format!(
+    // it for writing, without truncating, asks the file system exactly that. Not through a
+    // link, and without blocking, should the path have become a FIFO since it was looked at.
+    let opened = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(target.path);
+    match opened {
+        Err(e) => Err(target.bad(format!(
             "exists and cannot be written ({e}); pimdes does not replace a file it may not write: give another path, or make the file writable"
-        )));
+        ))),
+        Ok(file) if !file.metadata().is_ok_and(|m| m.is_file()) => Err(target.bad(
+            "changed while it was checked and is no longer a regular file; give a new path",
+        )),
+        Ok(_) => Ok(()),
     }
-    Ok(())
 }
 
 /// The target's directory, canonicalized, joined with its file name: the same path for
@@ -220,12 +229,13 @@ pub fn write_all_atomically(outputs: &[(OutputTarget, &[u8])]) -> Result<(), Err
     let discard = |written: &[PathBuf]| written.iter().for_each(|t| remove_registered(t));
     for (target, bytes) in outputs {
         let tmp = temporary_path(target.path);
-        // A replaced file keeps its mode (a private file stays private); its owner becomes
-        // this user, as with any file written anew.
+        // A replaced file keeps its permission bits (a private file stays private; no
+        // setuid, setgid or sticky bit); its owner becomes this user, as with any file
+        // written anew.
         let mode = std::fs::symlink_metadata(target.path)
             .ok()
             .filter(|m| m.is_file())
-            .map(|m| m.permissions());
+            .map(|m| std::fs::Permissions::from_mode(m.permissions().mode() & 0o777));
         if let Err(e) = write_synced(&tmp, bytes, mode) {
             remove_registered(&tmp);
             discard(&written);

@@ -73,3 +73,37 @@ fn a_file_over_one_mebibyte_is_refused() {
     let o = partition_with_machine(big.to_str().unwrap());
     assert_bad(&o, &["machine.toml", "1048576-byte (1 MiB) limit"]);
 }
+
+/// A byte that is not UTF-8 is placed as an editor shows it: line and column.
+#[test]
+fn a_file_that_is_not_utf8_names_the_line_and_column() {
+    let file = scratch("utf8").join("machine.toml");
+    let mut bytes = b"name = \"x\"\n# caf".to_vec();
+    bytes.extend([0xe9, b'\n']);
+    std::fs::write(&file, bytes).unwrap();
+    let o = partition_with_machine(file.to_str().unwrap());
+    assert_bad(&o, &["machine.toml", "not UTF-8 text (line 2, column 6:"]);
+}
+
+/// An integer beyond 64 bits in a file is said as `--set` says it, not in the parser's
+/// Rust words.
+#[test]
+fn an_integer_beyond_toml_in_a_file_is_said_plainly() {
+    let file = scratch("huge").join("machine.toml");
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("machines/paper-2rank.toml"),
+    )
+    .unwrap();
+    let text = text.replacen("ranks = 2", "ranks = 99999999999999999999", 1);
+    assert!(text.contains("99999999999999999999"));
+    std::fs::write(&file, text).unwrap();
+    let o = partition_with_machine(file.to_str().unwrap());
+    assert_bad(
+        &o,
+        &[
+            "99999999999999999999 is beyond TOML's integers (-2^63 to 2^63 - 1)",
+            "line",
+        ],
+    );
+    assert!(!o.stderr.contains("i128"), "{}", o.stderr);
+}

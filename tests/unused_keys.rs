@@ -7,7 +7,7 @@ use common::pimdes;
 use serde_json::Value;
 
 /// Every key the warning may name, each set far from the shipped machine's value.
-const CANDIDATES: [&str; 13] = [
+const CANDIDATES: [&str; 14] = [
     "machine.host.route_ns_per_query=900",
     "machine.host.merge_ns_per_result=900",
     "machine.host.pack_ns_per_byte=9",
@@ -21,6 +21,15 @@ const CANDIDATES: [&str; 13] = [
     "machine.dpu.wram_size_bytes=131072",
     "machine.dpu.stack_bytes_per_tasklet=2048",
     "machine.dpu.atomic_bits=128",
+    "machine.dpu.iram_instructions=100000",
+];
+
+/// The capacities made smaller, but still fitting the tiny runs.
+const SMALLER: [&str; 4] = [
+    "machine.dpu.wram_size_bytes=32768",
+    "machine.dpu.stack_bytes_per_tasklet=256",
+    "machine.dpu.atomic_bits=8",
+    "machine.dpu.iram_instructions=3584",
 ];
 
 /// The report's JSON without what a changed configuration changes by itself.
@@ -51,7 +60,8 @@ fn named(warnings: &[String]) -> (Vec<&'static str>, Vec<&'static str>) {
 }
 
 /// Runs `sets` on the tiny workload, then again with every candidate the first run's
-/// warnings name: the results are the same, and the keys `used` are never named.
+/// warnings name: the results are the same, and the keys `used` are never named. Then
+/// with the capacities made smaller: each is named, and the results are the same too.
 fn check(sets: &[&str], used: &[&str]) {
     let mut base = vec![
         "run",
@@ -90,6 +100,22 @@ fn check(sets: &[&str], used: &[&str]) {
         "{sets:?}: these keys changed the results: {unused:?}"
     );
     assert!(unused.len() >= 5, "{sets:?}: only {unused:?} named");
+    let mut smaller = base.clone();
+    for c in SMALLER {
+        smaller.extend(["--set", c]);
+    }
+    let (got, warnings) = results(&smaller);
+    assert_eq!(
+        got, want,
+        "{sets:?}: smaller capacities changed the results"
+    );
+    for c in SMALLER {
+        let note = format!("--set {c} changes nothing in this run");
+        assert!(
+            warnings.iter().any(|w| w.starts_with(&note)),
+            "{c}: {warnings:?}"
+        );
+    }
 }
 
 #[test]
@@ -100,10 +126,46 @@ fn bforest_names_only_keys_that_change_nothing() {
         "machine.host.pack",
     ];
     check(&[], &used);
-    // Async launches poll at the machine's interval: then it is read.
+    // Async launches poll at the machine's interval: then it is read; a run with an
+    // interval of its own does not read the machine's.
     check(
         &["run.launch=async"],
         &["machine.transfer.poll_interval_us"],
+    );
+    check(&["run.launch=async", "run.poll_interval_us=20"], &[]);
+}
+
+/// A key counts as changed by its final value against the file's: a later `--set` of
+/// the file's value takes the change back, a number equal to the file's (`60.0` for `60`)
+/// is no change.
+#[test]
+fn only_a_changed_value_is_named() {
+    let run = |sets: &[String]| {
+        let mut args = vec![
+            "run",
+            "--machine",
+            "machines/paper-2rank.toml",
+            "--workload",
+            "workloads/tiny.toml",
+            "--json",
+            "--quiet",
+            "--set",
+            "batches.measured=1",
+        ];
+        for s in sets {
+            args.extend(["--set", s.as_str()]);
+        }
+        results(&args).1
+    };
+    let sort = |v: &str| format!("machine.host.sort_ns_per_element={v}");
+    let named = |w: Vec<String>| w.iter().any(|w| w.contains("sort_ns_per_element"));
+    assert!(named(run(&[sort("60"), sort("900")])));
+    assert!(!named(run(&[sort("900"), sort("60")])));
+    assert!(!named(run(&[sort("60.0")])));
+    let text = std::fs::read_to_string("machines/paper-2rank.toml").unwrap();
+    assert!(
+        text.contains("sort_ns_per_element = 60 "),
+        "the file's value moved"
     );
 }
 

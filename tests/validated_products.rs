@@ -70,7 +70,8 @@ fn an_ownership_switch_too_slow_for_every_rank_is_refused() {
 
 #[test]
 fn fixed_costs_that_would_overflow_simulated_time_are_refused() {
-    // 1,000 s of polling per batch over 2,002 batches: beyond the 10^6 s limit.
+    // 1,000 s of polling per batch over 2,002 batches: beyond the 10^6 s limit (only
+    // async launches poll).
     let o = pimdes(&[
         "run",
         "--machine",
@@ -79,6 +80,8 @@ fn fixed_costs_that_would_overflow_simulated_time_are_refused() {
         "workloads/tiny.toml",
         "--set",
         "machine.transfer.poll_interval_us=1e9",
+        "--set",
+        "run.launch=async",
         "--set",
         "batches.measured=2000",
         "--set",

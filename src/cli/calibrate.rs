@@ -49,7 +49,7 @@ pub struct HostArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// The partitioner whose routing table is timed (default: the workload's).
-    #[arg(long, value_name = "NAME", value_parser = super::Completes(super::partitioner_names), hide_possible_values = true)]
+    #[arg(long, value_name = "NAME", value_parser = super::Completes(crate::partition::names), hide_possible_values = true)]
     partitioner: Option<String>,
     /// Runs of each step; the fastest counts (1 to 100).
     #[arg(long, value_name = "N", default_value_t = 5,

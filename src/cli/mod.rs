@@ -113,7 +113,7 @@ struct PartitionArgs {
     common: CommonArgs,
     /// Partitioner: data-balanced, query-balanced, ccp-capped, qdd-greedy or qdd-double-scan.
     /// Defaults to the workload's `partition.partitioner`.
-    #[arg(long, value_name = "NAME", value_parser = Completes(partitioner_names), hide_possible_values = true)]
+    #[arg(long, value_name = "NAME", value_parser = Completes(crate::partition::names), hide_possible_values = true)]
     partitioner: Option<String>,
     /// Also write the JSON report to FILE (atomically: all of it or nothing).
     #[arg(long, value_name = "FILE")]
@@ -282,26 +282,6 @@ fn partition_command(args: PartitionArgs) -> Result<(), Error> {
     write_stdout(&text)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::shell_quote;
-
-    #[test]
-    fn quotes_only_words_a_shell_would_change() {
-        assert_eq!(
-            shell_quote("machine.dpu.wram_size_bytes=64"),
-            "machine.dpu.wram_size_bytes=64"
-        );
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(
-            shell_quote("queries.kind=\"get\""),
-            "'queries.kind=\"get\"'"
-        );
-    }
-}
-
 /// A value parser that takes any text (the command checks it and names the choices in its
 /// own error) but gives shell completions the names it accepts: `pimdes microbench <TAB>`.
 /// Pair it with `hide_possible_values = true`, so `--help` keeps its own words.
@@ -328,7 +308,22 @@ impl clap::builder::TypedValueParser for Completes {
     }
 }
 
-/// The partitioners' names, for [`Completes`].
-fn partitioner_names() -> Vec<&'static str> {
-    crate::partition::names()
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn quotes_only_words_a_shell_would_change() {
+        assert_eq!(
+            shell_quote("machine.dpu.wram_size_bytes=64"),
+            "machine.dpu.wram_size_bytes=64"
+        );
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(
+            shell_quote("queries.kind=\"get\""),
+            "'queries.kind=\"get\"'"
+        );
+    }
 }

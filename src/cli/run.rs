@@ -25,7 +25,7 @@ pub struct RunArgs {
     common: CommonArgs,
     /// Partitioner (see `pimdes partition --help`). Defaults to the workload's
     /// `partition.partitioner`.
-    #[arg(long, value_name = "NAME", value_parser = super::Completes(super::partitioner_names), hide_possible_values = true)]
+    #[arg(long, value_name = "NAME", value_parser = super::Completes(crate::partition::names), hide_possible_values = true)]
     partitioner: Option<String>,
     /// Also write the JSON report to FILE (atomically: all of it or nothing).
     #[arg(long, value_name = "FILE")]

@@ -15,7 +15,7 @@ pub struct SensitivityArgs {
     #[command(flatten)]
     common: CommonArgs,
     /// Partitioner (default: the workload's).
-    #[arg(long, value_name = "NAME", value_parser = super::Completes(super::partitioner_names), hide_possible_values = true)]
+    #[arg(long, value_name = "NAME", value_parser = super::Completes(crate::partition::names), hide_possible_values = true)]
     partitioner: Option<String>,
     /// Machine keys to move, comma-separated (`transfer.host_cap_cpu_dpu_gb_per_s,host.threads`).
     /// Default: every numeric key whose comment in the machine file carries `[est]`.

@@ -68,6 +68,14 @@ impl Override {
                     format!("{raw_value} is beyond TOML's integers (-2^63 to 2^63 - 1)"),
                 ));
             }
+            // So is a number too large for a float (`1e400`).
+            Err(_) if is_float_beyond_toml(raw_value) => {
+                return Err(InputError::key(
+                    origin,
+                    key,
+                    format!("{raw_value} is beyond the largest number TOML holds (about 1.8e308)"),
+                ));
+            }
             Err(_) => toml::Value::String(raw_value.to_owned()),
         };
         Ok(Override {
@@ -83,6 +91,12 @@ impl Override {
             .strip_prefix(prefix)
             .and_then(|rest| rest.strip_prefix('.'))
     }
+}
+
+/// Whether `text` is a number (digits, not `inf`) too large for a 64-bit float.
+fn is_float_beyond_toml(text: &str) -> bool {
+    let plain: String = text.chars().filter(|&c| c != '_').collect();
+    plain.bytes().any(|b| b.is_ascii_digit()) && plain.parse::<f64>().is_ok_and(|x| x.is_infinite())
 }
 
 /// Whether `text` is a decimal integer as TOML writes one (a sign, digits, single
@@ -162,14 +176,30 @@ fn read_text_file(path: &Path, limit: (u64, &str), kind: &str) -> Result<String,
     if bytes.len() as u64 > max_bytes {
         return Err(too_big(format!("over {max_bytes}")));
     }
-    String::from_utf8(bytes)
-        .map_err(|e| format!("cannot read the file: it is not UTF-8 text ({e})"))
+    String::from_utf8(bytes).map_err(|e| {
+        // Where, as an editor shows it: the line and column of the first bad byte.
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        format!("cannot read the file: it is not UTF-8 text (line {line}, column {column}: a byte that is not UTF-8)")
+    })
 }
 
 /// Parses TOML text into a table; `origin` names the text in errors.
 pub fn parse_toml(origin: &str, text: &str) -> Result<toml::Table, InputError> {
     text.parse::<toml::Table>().map_err(|e| {
         let message = e.to_string();
+        // The parser's words for an integer beyond 64 bits, said as `--set` says them.
+        let message = match message.trim().rsplit_once('\n') {
+            Some((head, last)) => match last
+                .strip_prefix("invalid type: integer `")
+                .and_then(|rest| rest.strip_suffix("` as i128, expected any valid TOML value"))
+            {
+                Some(n) => format!("{head}\n{n} is beyond TOML's integers (-2^63 to 2^63 - 1)"),
+                None => message,
+            },
+            None => message,
+        };
         InputError::plain(origin, format!("invalid TOML: {}", message.trim()))
     })
 }
@@ -191,15 +221,14 @@ pub fn first_repeated<T: PartialEq>(items: &[T]) -> Option<&T> {
 }
 
 /// Writes `value` at the dotted `key` of `table`, creating intermediate tables, and
-/// returns the sections it created (dotted), so errors about them can name the override,
-/// and the value it replaced.
+/// returns the sections it created (dotted), so errors about them can name the override.
 /// Whether the key exists in the schema is checked later, by deserialisation.
 fn set_path(
     table: &mut toml::Table,
     key: &str,
     value: toml::Value,
     origin: &str,
-) -> Result<(Vec<String>, Option<toml::Value>), InputError> {
+) -> Result<Vec<String>, InputError> {
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
     let Some((last, parents)) = parts.split_last() else {
         return Err(InputError::plain(origin, "the key is empty"));
@@ -224,8 +253,8 @@ fn set_path(
             }
         };
     }
-    let previous = current.insert(last.to_string(), value);
-    Ok((created, previous))
+    current.insert(last.to_string(), value);
+    Ok(created)
 }
 
 /// Where each key of a configuration came from: the file, or an override that set it.
@@ -238,7 +267,8 @@ pub struct Attribution {
     /// Sections absent from the file that an override created, as (section relative to
     /// the file, original `key=value` text): a field missing there is the override's doing.
     pub created_sections: Vec<(String, String)>,
-    /// Keys (relative to the file) an override set to the value the file already had.
+    /// Keys (relative to the file) whose value after every override is the one the file
+    /// had (numbers compared by value: `60.0` is the file's `60`).
     pub unchanged: Vec<String>,
 }
 
@@ -269,6 +299,13 @@ impl Attribution {
         // Which of several overrides broke the rule is not known: all are named.
         let first = keys.first().copied().unwrap_or("");
         blame_rule(&[(self, keys)], (self, first), reason)
+    }
+
+    /// The last `--set` of exactly `key` (not of a section holding it), when the key's final
+    /// value differs from the file's: the override that changed it.
+    pub fn changed(&self, key: &str) -> Option<&str> {
+        let (_, text) = self.overrides.iter().rev().find(|(k, _)| k == key)?;
+        (!self.unchanged.iter().any(|k| k == key)).then_some(text.as_str())
     }
 
     /// The override that set `key` (dotted, relative to the file), if one did: the last
@@ -364,6 +401,24 @@ pub fn covers(relative: &str, key: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
+/// Whether two TOML values are the same, numbers by value (an integer equals the float of
+/// its value), tables and arrays element by element.
+fn same_value(a: &toml::Value, b: &toml::Value) -> bool {
+    use toml::Value::{Array, Float, Integer, Table};
+    match (a, b) {
+        (Integer(i), Float(x)) | (Float(x), Integer(i)) => *i as f64 == *x,
+        (Array(p), Array(q)) => {
+            p.len() == q.len() && p.iter().zip(q).all(|(x, y)| same_value(x, y))
+        }
+        (Table(p), Table(q)) => {
+            p.len() == q.len()
+                && p.iter()
+                    .all(|(k, x)| q.get(k).is_some_and(|y| same_value(x, y)))
+        }
+        _ => a == b,
+    }
+}
+
 /// The name quoted right after `prefix` in a serde message (`unknown field `x`, ...`).
 fn quoted_field<'r>(reason: &'r str, prefix: &str) -> Option<&'r str> {
     let rest = &reason[reason.find(prefix)? + prefix.len()..];
@@ -400,9 +455,9 @@ impl Source {
         prefix: Option<&str>,
         exclude_prefixes: &[&str],
     ) -> Result<Source, InputError> {
-        let mut applied = Vec::new();
+        let mut applied: Vec<(String, String)> = Vec::new();
         let mut created_sections = Vec::new();
-        let mut unchanged = Vec::new();
+        let original = toml::Value::Table(table.clone());
         for o in overrides {
             let relative = match prefix {
                 Some(p) => match o.strip_prefix(p) {
@@ -416,19 +471,26 @@ impl Source {
                     o.key.clone()
                 }
             };
-            let (created, previous) = set_path(
+            let created = set_path(
                 &mut table,
                 &relative,
                 o.value.clone(),
                 &format!("--set {}", o.text),
             )?;
             created_sections.extend(created.into_iter().map(|s| (s, o.text.clone())));
-            if previous.as_ref() == Some(&o.value) {
-                unchanged.push(relative.clone());
-            }
             applied.push((relative, o.text.clone()));
         }
         positive_zeros(&mut table);
+        let fin = toml::Value::Table(table.clone());
+        let unchanged = (applied.iter().map(|(key, _)| key))
+            .filter(
+                |key| match (value_at(&original, key), value_at(&fin, key)) {
+                    (Some(was), Some(is)) => same_value(was, is),
+                    _ => false,
+                },
+            )
+            .cloned()
+            .collect();
         Ok(Source {
             table,
             attribution: Attribution {
@@ -536,6 +598,14 @@ mod tests {
         let e = Override::parse("queries.batch_size=18446744073709551615").unwrap_err();
         assert!(e.to_string().contains("beyond TOML's integers"), "{e}");
         assert!(e.to_string().contains("`queries.batch_size`"), "{e}");
+        let e = Override::parse("transfer.call_fixed_us=1e400").unwrap_err();
+        assert!(
+            e.to_string().contains("1e400 is beyond the largest number"),
+            "{e}"
+        );
+        // Not numbers: still strings.
+        let o = Override::parse("queries.kind=e400").unwrap();
+        assert_eq!(o.value, toml::Value::String("e400".into()));
         // Other text that is no TOML value is still a string, a leading zero included.
         let o = Override::parse("queries.kind=range-max").unwrap();
         assert_eq!(o.value, toml::Value::String("range-max".into()));

@@ -323,6 +323,20 @@ fn mram_use(machine: &Machine, pairs: &[(u64, u64)]) -> MramUse {
     }
 }
 
+/// The warning of a partition that does not fit in MRAM (`totals`: each DPU's pairs).
+fn overflow_warning(machine: &Machine, mram: &MramUse, totals: &[u64]) -> Option<String> {
+    (mram.dpus_over > 0).then(|| {
+        format!(
+            "the partition does not fit in MRAM: {} need more than {} bytes; DPU {} needs {} bytes for {} pairs",
+            crate::machine::dpus_phrase(mram.dpus_over),
+            machine.mram_size_bytes,
+            mram.max_needed_dpu,
+            mram.max_needed_bytes,
+            totals[mram.max_needed_dpu as usize]
+        )
+    })
+}
+
 /// The report of a placement: imbalance factors, loads and the MRAM each DPU needs.
 fn report(
     machine: &Machine,
@@ -333,19 +347,10 @@ fn report(
 ) -> PartitionReport {
     let dpus = machine.dpus;
     let totals: Vec<u64> = placed.pairs.iter().map(|&(c, h)| c + h).collect();
+    let mram = mram_use(machine, &placed.pairs);
     let mut warnings = machine.warnings();
     warnings.extend(placed.warnings);
-    let mram = mram_use(machine, &placed.pairs);
-    if mram.dpus_over > 0 {
-        warnings.push(format!(
-            "the partition does not fit in MRAM: {} DPUs need more than {} bytes; DPU {} needs {} bytes for {} pairs",
-            mram.dpus_over,
-            machine.mram_size_bytes,
-            mram.max_needed_dpu,
-            mram.max_needed_bytes,
-            totals[mram.max_needed_dpu as usize]
-        ));
-    }
+    warnings.extend(overflow_warning(machine, &mram, &totals));
     let measured: Vec<u64> = workload.measured_batch_indices().collect();
     let hot_share = placed
         .loads

@@ -338,15 +338,20 @@ pub fn run_traced(
 const MAX_FIXED_COSTS_S: u128 = 1_000_000;
 
 /// Refuses, before anything is built, a run whose fixed costs alone (two SDK calls, a
-/// launch, a poll and every rank's ownership switch per batch) would overflow simulated
-/// time.
+/// launch, a poll after an async launch and every rank's ownership switch per batch) would
+/// overflow simulated time.
 fn check_fixed_costs(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     let t = &machine.transfer;
+    // Only async launches poll (so a sync run reads no poll interval).
+    let poll = match workload.launch {
+        RawLaunch::Sync => 0,
+        RawLaunch::Async => {
+            (workload.poll_interval_us).map_or(t.poll_interval.ps(), |_| poll_ps(workload))
+        }
+    };
     let per_batch_ps = 2 * t.call_fixed.ps() as u128
         + t.launch_fixed.ps() as u128
-        + workload
-            .poll_interval_us
-            .map_or(t.poll_interval.ps(), |_| poll_ps(workload)) as u128
+        + poll as u128
         + t.ownership_switch_per_rank.ps() as u128 * machine.ranks as u128;
     let total_s = per_batch_ps * workload.total_batches() as u128 / crate::engine::PS_PER_S as u128;
     if total_s <= MAX_FIXED_COSTS_S {

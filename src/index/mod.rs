@@ -331,13 +331,9 @@ pub fn unused_machine_keys(
     workload: &Workload,
 ) -> Vec<String> {
     let a = &machine.attribution;
-    let changed = |key: &str| {
-        a.override_of(key)
-            .filter(|_| !a.unchanged.iter().any(|k| k == key))
-    };
     let mut notes = Vec::new();
     let mut note = |key: &str, why: &str| {
-        if let Some(set) = changed(key) {
+        if let Some(set) = a.changed(key) {
             notes.push(format!("--set {set} changes nothing in this run: {why}"));
         }
     };
@@ -360,7 +356,7 @@ pub fn unused_machine_keys(
         ),
         _ => {}
     }
-    let capacity = "it is a capacity, not a speed: the run fit, and no simulated time depends on it (docs/machine-model.md)";
+    let capacity = "it is a capacity, not a speed; the run fit, and no simulated time depends on it (docs/machine-model.md)";
     for key in CAPACITY_KEYS {
         note(key, capacity);
     }

@@ -16,7 +16,7 @@ use crate::config::Override;
 use crate::engine::Time;
 use crate::error::{Error, InputError};
 use crate::host::{Direction, Host};
-use crate::machine::Machine;
+use crate::machine::{Machine, dpus_phrase};
 use serde::Serialize;
 
 /// A modelled PrIM application.
@@ -247,8 +247,11 @@ fn refusal(
             None => format!(" ({d} is among the default counts {DEFAULT_DPUS:?}: give others)"),
         };
         let reason = format!(
-            "{suite} on {d} DPUs: machine {} has {} usable DPUs (machine.usable_dpus){default}",
-            machine.name, machine.dpus
+            "{suite} on {}: machine {} has {} usable DPU{} (machine.usable_dpus){default}",
+            dpus_phrase(d),
+            machine.name,
+            machine.dpus,
+            if machine.dpus == 1 { "" } else { "s" }
         );
         ("microbench.prim.dpus", reason)
     } else {
@@ -257,7 +260,8 @@ fn refusal(
             None => "microbench.prim.dpus",
         };
         let reason = format!(
-            "{suite} with {n} elements on {d} DPUs needs {} bytes of MRAM per DPU; machine {} has {} (dpu.mram_size_bytes)",
+            "{suite} with {n} elements on {} needs {} bytes of MRAM per DPU; machine {} has {} (dpu.mram_size_bytes)",
+            dpus_phrase(d),
             benchmark.mram_bytes(n, d),
             machine.name,
             machine.dpu.mram_size_bytes
