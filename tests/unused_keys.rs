@@ -59,11 +59,9 @@ fn named(warnings: &[String]) -> (Vec<&'static str>, Vec<&'static str>) {
     })
 }
 
-/// Runs `sets` on the tiny workload, then again with every candidate the first run's
-/// warnings name: the results are the same, and the keys `used` are never named. Then
-/// with the capacities made smaller: each is named, and the results are the same too.
-fn check(sets: &[&str], used: &[&str]) {
-    let mut base = vec![
+/// A quiet JSON run of one measured batch of the tiny workload, with `sets`.
+fn tiny<'a>(sets: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut args = vec![
         "run",
         "--machine",
         "machines/paper-2rank.toml",
@@ -75,8 +73,16 @@ fn check(sets: &[&str], used: &[&str]) {
         "batches.measured=1",
     ];
     for s in sets {
-        base.extend(["--set", s]);
+        args.extend(["--set", s]);
     }
+    args
+}
+
+/// Runs `sets` on the tiny workload, then again with every candidate the first run's
+/// warnings name: the results are the same, and the keys `used` are never named. Then
+/// with the capacities made smaller: each is named, and the results are the same too.
+fn check(sets: &[&str], used: &[&str]) {
+    let base = tiny(sets.iter().copied());
     let (want, _) = results(&base);
     let mut all = base.clone();
     for c in CANDIDATES {
@@ -140,23 +146,7 @@ fn bforest_names_only_keys_that_change_nothing() {
 /// is no change.
 #[test]
 fn only_a_changed_value_is_named() {
-    let run = |sets: &[String]| {
-        let mut args = vec![
-            "run",
-            "--machine",
-            "machines/paper-2rank.toml",
-            "--workload",
-            "workloads/tiny.toml",
-            "--json",
-            "--quiet",
-            "--set",
-            "batches.measured=1",
-        ];
-        for s in sets {
-            args.extend(["--set", s.as_str()]);
-        }
-        results(&args).1
-    };
+    let run = |sets: &[String]| results(&tiny(sets.iter().map(String::as_str))).1;
     let sort = |v: &str| format!("machine.host.sort_ns_per_element={v}");
     let named = |w: Vec<String>| w.iter().any(|w| w.contains("sort_ns_per_element"));
     assert!(named(run(&[sort("60"), sort("900")])));
