@@ -654,6 +654,23 @@ fn an_out_directory_that_cannot_be_made_is_a_bad_flag() {
     );
 }
 
+/// A point whose file cannot be replaced (here a directory in its place) is refused before
+/// it runs, as bad input (exit 2), not after its simulation as a failed write (exit 1).
+#[test]
+fn a_point_file_that_cannot_be_replaced_is_refused_before_the_point_runs() {
+    let d = dir("sweep_point_blocked");
+    let m = manifest(&d, GRID);
+    let out = d.join("out");
+    let listed = pimdes(&["sweep", s(&m), "--out", s(&out), "--list"]);
+    let first = listed.stdout.lines().next().expect("a listed point");
+    let file = first.rsplit_once("--out ").expect("its --out").1;
+    std::fs::create_dir_all(file).unwrap();
+    let o = pimdes(&["sweep", s(&m), "--out", s(&out)]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    let refused = format!("error: pimdes sweep {file}: exists and is a directory");
+    assert!(o.stderr.contains(&refused), "{}", o.stderr);
+}
+
 /// A child process killed when the test ends, however it ends.
 struct Child(std::process::Child);
 

@@ -306,6 +306,13 @@ pub fn run_point(
     if up_to_date(&path, &inputs.config, m) {
         return Ok(Outcome::UpToDate);
     }
+    // A file the result could not replace (a directory, a file this user may not write) is
+    // found before the point runs, not after.
+    let target = OutputTarget {
+        flag: "pimdes sweep",
+        path: &path,
+    };
+    crate::output::check_targets(&[target], &[])?;
     let seed = Some(inputs.workload.seed);
     let wrap = |e: Error| e.reproducible(|| reproduce(p), seed);
     let (w, pa) = (&inputs.workload, inputs.partitioner.as_ref());
