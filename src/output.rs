@@ -100,6 +100,8 @@ fn check_file_type(target: &OutputTarget) -> Result<(), InputError> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(target.path);
     match opened {
+        // Removed since it was looked at: a new path, which can be written.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(target.bad(format!(
             "exists and cannot be written ({e}); pimdes does not replace a file it may not write: give another path, or make the file writable"
         ))),

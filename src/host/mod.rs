@@ -113,7 +113,8 @@ impl HostUnit {
         }
     }
 
-    /// The host work it counts, in words ("routes no query" reads "does no {what}").
+    /// The host work it counts, in words, as a warning says it: "does no {what} on the
+    /// host".
     pub fn what(self) -> &'static str {
         match self {
             HostUnit::Route => "routing of queries",
