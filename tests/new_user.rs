@@ -59,34 +59,34 @@ fn resizing_a_machine_with_fixed_usable_dpus_warns() {
 /// those, not stderr), and printed once.
 #[test]
 fn the_resizing_warning_is_in_each_json_report() {
-    let resize = ["--set", "machine.ranks=3", "--json", "--quiet"];
-    let inputs = [
+    let flags = ["--json", "--quiet"];
+    let run = common::tiny("run", &flags, &["machine.ranks=3", "batches.measured=1"]);
+    let partition = common::tiny("partition", &flags, &["machine.ranks=3"]);
+    let microbench = pimdes(&[
+        "microbench",
+        "arithmetic",
         "--machine",
         "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-    ];
-    let run = [
-        &["run"],
-        &inputs[..],
-        &resize,
-        &["--set", "batches.measured=1"],
-    ]
-    .concat();
-    let partition = [&["partition"], &inputs[..], &resize].concat();
-    let microbench = [&["microbench", "arithmetic"], &inputs[..2], &resize].concat();
-    for args in [run, partition, microbench] {
-        let o = pimdes(&args);
-        assert_eq!(o.code, Some(0), "{args:?}: {}", o.stderr);
+        "--set",
+        "machine.ranks=3",
+        "--json",
+        "--quiet",
+    ]);
+    for (command, o) in [
+        ("run", run),
+        ("partition", partition),
+        ("microbench", microbench),
+    ] {
+        assert_eq!(o.code, Some(0), "{command}: {}", o.stderr);
         let report: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
         let warnings = report["warnings"].as_array().expect("a warnings list");
         let resized = |w: &str| w.contains("--set machine.ranks=3 resizes the machine");
         let in_json = warnings.iter().filter(|w| resized(w.as_str().unwrap()));
-        assert_eq!(in_json.count(), 1, "{args:?}: {warnings:?}");
+        assert_eq!(in_json.count(), 1, "{command}: {warnings:?}");
         assert_eq!(
             o.stderr.matches("resizes the machine").count(),
             1,
-            "{args:?}: {}",
+            "{command}: {}",
             o.stderr
         );
     }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::pimdes;
+use common::run_tiny;
 use serde_json::Value;
 
 /// Every key the warning may name, each set far from the shipped machine's value.
@@ -32,10 +32,12 @@ const SMALLER: [&str; 4] = [
     "machine.dpu.iram_instructions=3584",
 ];
 
-/// The report's JSON without what a changed configuration changes by itself.
-fn results(args: &[&str]) -> (Value, Vec<String>) {
-    let o = pimdes(args);
-    assert_eq!(o.code, Some(0), "{args:?}: {}", o.stderr);
+/// A quiet JSON run of one measured batch of the tiny workload with `sets`: the report
+/// without what a changed configuration changes by itself, and its warnings.
+fn results(sets: &[&str]) -> (Value, Vec<String>) {
+    let sets = [&["batches.measured=1"], sets].concat();
+    let o = run_tiny(&["--json", "--quiet"], &sets);
+    assert_eq!(o.code, Some(0), "{sets:?}: {}", o.stderr);
     let mut v: Value = serde_json::from_str(&o.stdout).unwrap();
     let warnings = v["warnings"].as_array().unwrap().iter();
     let warnings = warnings.map(|w| w.as_str().unwrap().to_owned()).collect();
@@ -59,36 +61,12 @@ fn named(warnings: &[String]) -> (Vec<&'static str>, Vec<&'static str>) {
     })
 }
 
-/// A quiet JSON run of one measured batch of the tiny workload, with `sets`.
-fn tiny<'a>(sets: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut args = vec![
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--json",
-        "--quiet",
-        "--set",
-        "batches.measured=1",
-    ];
-    for s in sets {
-        args.extend(["--set", s]);
-    }
-    args
-}
-
 /// Runs `sets` on the tiny workload, then again with every candidate the first run's
 /// warnings name: the results are the same, and the keys `used` are never named. Then
 /// with the capacities made smaller: each is named, and the results are the same too.
 fn check(sets: &[&str], used: &[&str]) {
-    let base = tiny(sets.iter().copied());
-    let (want, _) = results(&base);
-    let mut all = base.clone();
-    for c in CANDIDATES {
-        all.extend(["--set", c]);
-    }
-    let (_, warnings) = results(&all);
+    let (want, _) = results(sets);
+    let (_, warnings) = results(&[sets, &CANDIDATES].concat());
     let (unused, read) = named(&warnings);
     for key in used {
         assert!(
@@ -96,21 +74,13 @@ fn check(sets: &[&str], used: &[&str]) {
             "{sets:?}: {key} named unused"
         );
     }
-    let mut changed = base.clone();
-    for c in &unused {
-        changed.extend(["--set", c]);
-    }
-    let (got, _) = results(&changed);
+    let (got, _) = results(&[sets, &unused].concat());
     assert_eq!(
         got, want,
         "{sets:?}: these keys changed the results: {unused:?}"
     );
     assert!(unused.len() >= 5, "{sets:?}: only {unused:?} named");
-    let mut smaller = base.clone();
-    for c in SMALLER {
-        smaller.extend(["--set", c]);
-    }
-    let (got, warnings) = results(&smaller);
+    let (got, warnings) = results(&[sets, &SMALLER].concat());
     assert_eq!(
         got, want,
         "{sets:?}: smaller capacities changed the results"
@@ -146,7 +116,7 @@ fn bforest_names_only_keys_that_change_nothing() {
 /// is no change.
 #[test]
 fn only_a_changed_value_is_named() {
-    let run = |sets: &[String]| results(&tiny(sets.iter().map(String::as_str))).1;
+    let run = |sets: &[String]| results(&sets.iter().map(String::as_str).collect::<Vec<_>>()).1;
     let sort = |v: &str| format!("machine.host.sort_ns_per_element={v}");
     let named = |w: Vec<String>| w.iter().any(|w| w.contains("sort_ns_per_element"));
     assert!(named(run(&[sort("60"), sort("900")])));
@@ -174,16 +144,7 @@ fn pim_tree_names_only_keys_that_change_nothing() {
 /// The example in docs/file-formats.md prints the warning it shows there.
 #[test]
 fn the_documented_warning_is_printed() {
-    let o = pimdes(&[
-        "run",
-        "--machine",
-        "machines/paper-2rank.toml",
-        "--workload",
-        "workloads/tiny.toml",
-        "--set",
-        "machine.host.sort_ns_per_element=600",
-        "--quiet",
-    ]);
+    let o = run_tiny(&["--quiet"], &["machine.host.sort_ns_per_element=600"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let docs = include_str!("../docs/file-formats.md");
     let mut shown = docs
