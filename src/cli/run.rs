@@ -137,6 +137,12 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
             "`{text}` holds no batch: `A..B` is batches A to B - 1, such as `0..{total}` for all of the run's batches 0 to {last}"
         )));
     }
+    if !workload.simulates(range.start) {
+        return Err(bad(format!(
+            "`{text}` holds warm-up batch {}, which this run does not simulate (batches.simulate_warmup = false): trace batches {} to {last}",
+            range.start, workload.warmup_batches
+        )));
+    }
     Ok(range)
 }
 

@@ -127,10 +127,16 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
         format!("init: {}", names.join(" / ")),
         format!("{} us", values.join(" / ")),
     ));
-    rows.push((
-        "answers verified".into(),
-        if r.answers_verified { "yes" } else { "NO" }.into(),
-    ));
+    let batches = &r.config.workload.batches;
+    let verified = match (r.answers_verified, batches.simulate_warmup) {
+        (false, _) => "NO".to_owned(),
+        (true, true) => "yes".to_owned(),
+        (true, false) => format!(
+            "yes, of the measured batches ({} warm-up not simulated: batches.simulate_warmup = false)",
+            batches.warmup
+        ),
+    };
+    rows.push(("answers verified".into(), verified));
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
         let _ = writeln!(s, "  {k:<width$}  {v}");

@@ -179,10 +179,10 @@ fn streaming_ns(machine: &Machine, workload: &Workload) -> f64 {
         .batch_size
         .div_ceil(workload.stream_fragments)
         .min(u64::from(machine.dpus));
-    let passes = groups + 1;
-    let per_batch = passes as f64 * (workload.batch_size * NS_PER_STREAMED_QUERY_PASS) as f64
-        + (workload.pairs * NS_PER_STREAMED_PAIR) as f64;
-    per_batch * workload.total_batches() as f64
+    let pass = (workload.batch_size * NS_PER_STREAMED_QUERY_PASS) as f64;
+    let counting = workload.total_batches() as f64 * pass;
+    let per_simulated = groups as f64 * pass + (workload.pairs * NS_PER_STREAMED_PAIR) as f64;
+    counting + per_simulated * workload.simulated_batches() as f64
 }
 
 /// Host-memory terms of a run: (key to name, bytes). A streamed run holds a group of
@@ -267,7 +267,10 @@ fn run_events(workload: &Workload) -> u64 {
         QueryKind::Get | QueryKind::Predecessor => 0,
         _ => workload.range_pairs / RANGE_PAIRS_PER_EVENT,
     };
-    run_queries(workload).saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
+    let simulated = workload
+        .batch_size
+        .saturating_mul(workload.simulated_batches());
+    simulated.saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
 }
 
 /// Estimates a `pimdes run` and refuses it above `limits`: the memory error names the key
@@ -282,7 +285,7 @@ pub fn check_run(
         .iter()
         .fold(BASE_BYTES, |sum, (_, b)| sum.saturating_add(*b));
     let events = run_events(workload);
-    let batches = workload.total_batches();
+    let batches = workload.simulated_batches();
     let (ns_per_pair, ns_per_dpu) = match workload.index.as_str() {
         "pim-tree" => (
             NS_PER_PAIR_PIMTREE,
@@ -358,10 +361,14 @@ fn events_error(workload: &Workload, estimate: &RunEstimate, max_events: u64) ->
     workload.attribution.error_at(
         "queries.batch_size",
         format!(
-            "the run would simulate about {:.1e} DPU events ({} queries per batch x {} batches (batches.warmup + batches.measured) x {EVENTS_PER_QUERY} events per query{range}), about {} of wall time, above the limit of {:.0e} events; lower queries.batch_size or the number of batches",
+            "the run would simulate about {:.1e} DPU events ({} queries per batch x {} batches ({}) x {EVENTS_PER_QUERY} events per query{range}), about {} of wall time, above the limit of {:.0e} events; lower queries.batch_size or the number of batches",
             estimate.events as f64,
             workload.batch_size,
-            workload.total_batches(),
+            workload.simulated_batches(),
+            match workload.simulate_warmup {
+                true => "batches.warmup + batches.measured",
+                false => "batches.measured: batches.simulate_warmup = false",
+            },
             human_duration(estimate.wall_s),
             max_events as f64
         ),

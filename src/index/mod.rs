@@ -199,6 +199,19 @@ pub trait Index {
         record: &Record,
     ) -> Result<BatchWork, IndexError>;
 
+    /// Batch `batch` left unsimulated (a warm-up batch with `batches.simulate_warmup =
+    /// false`): its program as the batch would make it, from its routing alone, with every
+    /// kernel taking no time. The executor runs it so the measured batches start from the
+    /// machine as that batch would leave it (which ranks' MRAM their DPUs still own). An
+    /// index that does not leave batches unsimulated refuses the key before any work
+    /// (PIM-tree); this default says so if one is asked anyway.
+    fn skip_batch(&mut self, _batch: u64, _queries: u64) -> Result<Program, IndexError> {
+        Err(IndexError::Input(InputError::plain(
+            "batches.simulate_warmup",
+            format!("{} simulates every batch; set it to true", self.name()),
+        )))
+    }
+
     /// Index-specific keys of the run report (flattened into it), from the measured batches.
     fn report(&self) -> serde_json::Map<String, serde_json::Value>;
 

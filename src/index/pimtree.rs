@@ -538,6 +538,12 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
             "pim-tree plans every batch before simulating its DPUs, so it runs closed arrivals only".to_owned(),
         );
     }
+    if !workload.simulate_warmup {
+        return err(
+            "batches.simulate_warmup",
+            "pim-tree simulates every batch's rounds on its DPUs as it is built, warm-up included; set it to true (only b+forest leaves warm-up batches unsimulated)".to_owned(),
+        );
+    }
     check_tasklets(machine, workload)?;
     workload.check_deviation(machine.dpus)?;
     let layout = Layout::new(workload.tasklets);

@@ -216,6 +216,21 @@ pub struct RawBatches {
     /// batch is refused).
     #[serde(default = "default_max_launches")]
     pub max_launches: u32,
+    /// Whether warm-up batches' DPUs are simulated (`false`: each is drawn, routed and run
+    /// on the system model with kernels that take no time; the first still feeds the
+    /// partitioner). Written out only when `false`, so a configuration that leaves it alone
+    /// keeps its hash.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    #[schemars(extend("default" = true))]
+    pub simulate_warmup: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 fn default_stream_fragments() -> u64 {
@@ -332,6 +347,8 @@ pub struct Workload {
     pub streaming: Streaming,
     pub stream_fragments: u64,
     pub max_launches: u32,
+    /// `batches.simulate_warmup`; see [`Workload::simulated_batches`].
+    pub simulate_warmup: bool,
     pub partitioner: String,
     pub alpha: u64,
     pub data_cap: f64,
@@ -551,6 +568,36 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
     Ok(queries_per_s)
 }
 
+/// Warm-up batches may go unsimulated only where they cannot shape the measured ones: one
+/// batch in flight (none still running when the first measured batch starts) and closed
+/// arrivals (no queue of arrived queries carried over). A rule between keys: an override of
+/// any of them that broke it is named.
+fn check_warmup_skip(raw: &RawWorkload, source: &Source) -> Result<(), InputError> {
+    if raw.batches.simulate_warmup {
+        return Ok(());
+    }
+    let (keys, why) = if raw.run.batches_in_flight > 1 {
+        (
+            ["batches.simulate_warmup", "run.batches_in_flight"],
+            format!(
+                "with {} batches in flight the last warm-up batches share the machine with the first measured ones",
+                raw.run.batches_in_flight
+            ),
+        )
+    } else if raw.run.arrival == ArrivalMode::Open {
+        (
+            ["batches.simulate_warmup", "run.arrival"],
+            "with open arrivals the warm-up batches leave the queue of waiting queries the measured ones start from".to_owned(),
+        )
+    } else {
+        return Ok(());
+    };
+    Err(source.error_at_any(
+        &keys,
+        format!("warm-up batches must be simulated: {why}; set batches.simulate_warmup = true"),
+    ))
+}
+
 /// `run.queries_per_s` is required by open arrivals and refused otherwise. A rule between
 /// two keys: an override of either that broke it is named.
 fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
@@ -648,6 +695,7 @@ impl Workload {
         check_partition(&raw.partition, source)?;
         let deviation = checked_deviation(raw.deviation.as_ref(), source)?;
         let queries_per_s = check_run(&raw.run, source)?;
+        check_warmup_skip(&raw, source)?;
         let (r, d, q, b, p) = (
             &raw.run,
             &raw.data,
@@ -680,6 +728,7 @@ impl Workload {
             streaming: b.streaming,
             stream_fragments: b.stream_fragments,
             max_launches: b.max_launches,
+            simulate_warmup: b.simulate_warmup,
             partitioner: p.partitioner.clone(),
             alpha: p.alpha,
             data_cap: p.data_cap,
@@ -710,6 +759,20 @@ impl Workload {
             Streaming::Never => false,
             Streaming::Auto => self.total_batches() * self.batch_size > STREAM_ABOVE_QUERIES,
         }
+    }
+
+    /// Batches the simulated machine runs: every batch, or only the measured ones when
+    /// `batches.simulate_warmup` is false.
+    pub fn simulated_batches(&self) -> u64 {
+        match self.simulate_warmup {
+            true => self.total_batches(),
+            false => self.measured_batches,
+        }
+    }
+
+    /// Whether batch `b` runs on the simulated machine.
+    pub fn simulates(&self, b: u64) -> bool {
+        self.simulate_warmup || b >= self.warmup_batches
     }
 
     /// Indices of the measured batches.

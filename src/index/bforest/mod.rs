@@ -514,6 +514,25 @@ impl Index for BForest {
         }
     }
 
+    fn skip_batch(&mut self, batch: u64, queries: u64) -> Result<Program, IndexError> {
+        let env = self.forest.env();
+        let shape = match &self.batches {
+            Batches::Held { queries: held, .. } => {
+                let held = &held[batch as usize];
+                let n = (queries as usize).min(held.len());
+                let routed = policies::route(&*self.policies.routing, &env, &held[..n]);
+                Shape::of(n as u64, &routed.batches)
+            }
+            Batches::Streamed { counted, .. } => counted[batch as usize].shape.clone(),
+        };
+        let machine = &self.forest.machine;
+        let launches = launches_for(machine, env.kind, &self.dpu_pairs, &shape, &self.mram)?;
+        let route = self.policies.routing.cost(&env, &shape);
+        let post = self.policies.postprocessing.cost(&env, &shape);
+        let idle = vec![vec![Time::ZERO; machine.dpus as usize]; launches as usize];
+        Ok(self.program([route.work, post.work], &env, &shape, &idle))
+    }
+
     fn report(&self) -> serde_json::Map<String, serde_json::Value> {
         let n = self.tally.batches.max(1) as f64;
         let policy = |name: &str, sums: &BTreeMap<&'static str, f64>| PolicyReport {
