@@ -80,18 +80,23 @@ fn sync_and_async_launches_measure_the_same_batches() {
     same_measured_batches(&[], &[]);
     same_measured_batches(&[], &["run.launch=\"async\""]);
     same_measured_batches(&[], &["run.launch=\"async\"", "run.poll_interval_us=3"]);
+    // Ranks switching MRAM one after another on the host's threads: another path.
+    let serial = ["transfer.ownership_switch=\"serial\""];
+    same_measured_batches(&serial, &["run.launch=\"async\""]);
+    same_measured_batches(&serial, &[]);
 }
 
 #[test]
 fn held_and_streamed_batches_and_every_kind_measure_the_same_batches() {
     same_measured_batches(&[], &["queries.kind=\"get\""]);
+    same_measured_batches(&[], &["queries.kind=\"predecessor\""]);
     same_measured_batches(&[], &["queries.kind=\"range-max\""]);
     let streamed = [
         "batches.streaming=\"always\"",
         "batches.stream_fragments=700",
     ];
     same_measured_batches(&[], &streamed);
-    // Split launches: the warm-up batches' shares need two launches, as the measured ones'.
+    // Split launches: every batch's shares need three launches.
     let split = [
         "batches.max_launches=4",
         "queries.batch_size=60000",
@@ -184,4 +189,31 @@ fn a_trace_of_a_batch_not_simulated_is_refused() {
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(trace.exists());
     std::fs::remove_file(&trace).unwrap();
+}
+
+/// `pimdes compare` takes a run that left its warm-up batches unsimulated against one that
+/// simulated them: the key changes no measured figure, so it is not a configuration change.
+#[test]
+fn compare_takes_runs_with_and_without_the_warm_up_simulated() {
+    let dir = std::env::temp_dir().join(format!("warmup-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (full, skipped) = (dir.join("full.json"), dir.join("skipped.json"));
+    let (full, skipped) = (full.to_str().unwrap(), skipped.to_str().unwrap());
+    assert_eq!(run_tiny(&["--quiet", "--out", full], &[]).code, Some(0));
+    let skip = ["batches.simulate_warmup=false"];
+    assert_eq!(
+        run_tiny(&["--quiet", "--out", skipped], &skip).code,
+        Some(0)
+    );
+    let o = common::pimdes(&["compare", full, skipped]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    // Another key still makes another configuration.
+    let other = ["batches.simulate_warmup=false", "queries.skew=0.5"];
+    assert_eq!(
+        run_tiny(&["--quiet", "--out", skipped], &other).code,
+        Some(0)
+    );
+    let o = common::pimdes(&["compare", full, skipped]);
+    assert_bad(&o, &["config.workload.queries.skew"]);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -252,6 +252,20 @@ fn measured(result: &Value) -> Vec<(&'static str, Value)> {
     out
 }
 
+/// A result's configuration without the keys that change no measured figure: whether
+/// warm-up batches were simulated (docs/run.md), so a run may be compared with one that
+/// left them unsimulated.
+fn measured_config(result: &Value) -> Value {
+    let mut config = result["config"].clone();
+    if let Some(batches) = config
+        .pointer_mut("/workload/batches")
+        .and_then(Value::as_object_mut)
+    {
+        batches.remove("simulate_warmup");
+    }
+    config
+}
+
 /// Refuses two results that cannot be compared metric by metric: different commands,
 /// suites or studies, configurations or report versions (the command first: two commands'
 /// configurations differ anyway).
@@ -284,7 +298,8 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
             ),
         ));
     }
-    if let Some(key) = first_difference(&base.1["config"], &new.1["config"], "config") {
+    if let Some(key) = first_difference(&measured_config(base.1), &measured_config(new.1), "config")
+    {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(

@@ -108,15 +108,16 @@ pub struct ProtocolReport {
 pub struct HostFacts {
     pub wall_s: f64,
     pub peak_rss_bytes: Option<u64>,
-    /// Events of the DPU simulations (all batches, warm-up included).
+    /// Events of the DPU simulations (every simulated batch: warm-up included unless
+    /// `batches.simulate_warmup` is false).
     pub simulated_events: u64,
     /// Wall time spent simulating the DPUs.
     pub kernel_wall_s: f64,
     /// Simulated events per wall second of the DPU simulations, over all threads.
     pub simulated_events_per_s: f64,
     pub threads: usize,
-    /// Where the wall time went: the index build's phases in order, then `batches` (all
-    /// batches, warm-up included, with their answer checks).
+    /// Where the wall time went: the index build's phases in order, then `batches` (every
+    /// batch, warm-up included, with the simulated ones' answer checks).
     pub phases: Vec<PhaseWall>,
 }
 
@@ -310,6 +311,7 @@ pub fn run_traced(
 ) -> Result<(RunReport, Option<Trace>), Error> {
     let mut clock = WallClock::start();
     index::check_choices(machine, workload)?;
+    workload.check_warmup_skip()?;
     check_fixed_costs(machine, workload)?;
     if workload.index == index::bforest::NAME {
         index::bforest::check_streaming(workload, trace.is_some())?;
@@ -380,7 +382,8 @@ struct Gathered {
     kernel_ns: Histogram<u64>,
     events: u64,
     kernel_wall_s: f64,
-    /// Queries asked of the index, and those whose answers it checked, over every batch.
+    /// Queries asked of the index, and those whose answers it checked, over every simulated
+    /// batch.
     asked: u64,
     verified: u64,
     /// Recorded DPUs, by batch.
@@ -403,7 +406,8 @@ fn record_for(trace: Option<&TraceRequest>, b: u64) -> Record {
     }
 }
 
-/// Runs every batch of `workload` through `index` on the machine; generic over the index.
+/// Runs every batch of `workload` through `index` on the machine (a warm-up batch left
+/// unsimulated through [`Index::skip_batch`]); generic over the index.
 pub fn drive(
     machine: &Machine,
     workload: &Workload,
@@ -418,6 +422,8 @@ pub fn drive(
         time_init(machine, index.init_programs()).map_err(|p| init_past_ceiling(p, workload))?;
     let total = workload.total_batches();
     let warmup = workload.warmup_batches;
+    // Progress counts the simulated batches: an unsimulated warm-up batch takes no time.
+    let skipped = total - workload.simulated_batches();
     let mut g = Gathered {
         kernel_ns: histogram_ns(),
         events: 0,
@@ -429,10 +435,11 @@ pub fn drive(
     let keep_spans = trace.map_or(0..0, |t| t.batches.clone());
     let timeline =
         Executor::run_keeping(machine, protocol_of(workload), total, keep_spans, |b, n| {
-            progress.batch(b, total);
             if !workload.simulates(b) {
+                progress.phase(&format!("warm-up batch {} (not simulated)", b + 1));
                 return Ok(index.skip_batch(b, n)?);
             }
+            progress.batch(b - skipped, total - skipped);
             let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
             check_verified(b, n, work.answers_verified)?;
             g.verified += work.answers_verified;

@@ -18,13 +18,13 @@
 
 use crate::config::Override;
 use crate::error::Error;
+use crate::experiments::compare::first_difference;
 use crate::experiments::estimate::{Limits, check_run};
 use crate::experiments::partition::choose_partitioner;
 use crate::experiments::run::{RunReport, Silent, run};
 use crate::machine::Machine;
 use crate::rng::{Purpose, stream};
 use crate::workload::Workload;
-use crate::workload::spec::ArrivalMode;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
@@ -201,11 +201,10 @@ pub fn check(case: &Case) -> Outcome {
 /// Where warm-up batches may go unsimulated (B+-Forest, one batch in flight, closed
 /// arrivals), the run measures the same batches without them: what went wrong otherwise.
 fn warmup_skip_differs(case: &Case, full: &RunReport) -> Option<String> {
-    let p = &full.protocol;
-    let eligible = full.index == crate::index::bforest::NAME
-        && p.batches_in_flight == 1
-        && p.arrival == ArrivalMode::Closed;
-    if !eligible {
+    let eligible = |w: Workload| {
+        w.index == crate::index::bforest::NAME && w.warmup_shapes_measured().is_none()
+    };
+    if !workload_of(case).is_ok_and(eligible) {
         return None;
     }
     let mut skipping = case.clone();
@@ -220,7 +219,13 @@ fn warmup_skip_differs(case: &Case, full: &RunReport) -> Option<String> {
     };
     match on_threads(&skipping, 1) {
         Ok(r) if measured(&r) == measured(full) => None,
-        Ok(_) => Some("the report differs with the warm-up batches unsimulated".into()),
+        Ok(r) => {
+            let at = first_difference(&measured(full), &measured(&r), "");
+            Some(format!(
+                "the report differs with the warm-up batches unsimulated, first at `{}`",
+                at.unwrap_or_default()
+            ))
+        }
         Err(e) => Some(format!("with the warm-up batches unsimulated: {e}")),
     }
 }
@@ -247,14 +252,23 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_default()
 }
 
+fn overrides(case: &Case) -> Result<Vec<Override>, Error> {
+    let parsed = case.sets.iter().map(|s| Override::parse(s));
+    Ok(parsed.collect::<Result<Vec<_>, _>>()?)
+}
+
+fn workload_of(case: &Case) -> Result<Workload, Error> {
+    Ok(Workload::from_toml_str(
+        WORKLOAD_FILE,
+        WORKLOAD_TEXT,
+        &overrides(case)?,
+    )?)
+}
+
 fn run_case(case: &Case) -> Result<RunReport, Error> {
-    let overrides = case
-        .sets
-        .iter()
-        .map(|s| Override::parse(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let overrides = overrides(case)?;
     let machine = Machine::from_toml_str(MACHINE_FILE, MACHINE_TEXT, &overrides)?;
-    let workload = Workload::from_toml_str(WORKLOAD_FILE, WORKLOAD_TEXT, &overrides)?;
+    let workload = workload_of(case)?;
     let partitioner = choose_partitioner(&None, &workload)?;
     check_run(&machine, &workload, &LIMITS)?;
     run(&machine, &workload, partitioner.as_ref(), &mut Silent)

@@ -220,16 +220,16 @@ pub struct RawBatches {
     /// on the system model with kernels that take no time; the first still feeds the
     /// partitioner). Written out only when `false`, so a configuration that leaves it alone
     /// keeps its hash.
-    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
     #[schemars(extend("default" = true))]
     pub simulate_warmup: bool,
 }
 
-fn yes() -> bool {
+fn default_true() -> bool {
     true
 }
 
-fn is_yes(b: &bool) -> bool {
+fn is_true(b: &bool) -> bool {
     *b
 }
 
@@ -568,36 +568,6 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
     Ok(queries_per_s)
 }
 
-/// Warm-up batches may go unsimulated only where they cannot shape the measured ones: one
-/// batch in flight (none still running when the first measured batch starts) and closed
-/// arrivals (no queue of arrived queries carried over). A rule between keys: an override of
-/// any of them that broke it is named.
-fn check_warmup_skip(raw: &RawWorkload, source: &Source) -> Result<(), InputError> {
-    if raw.batches.simulate_warmup {
-        return Ok(());
-    }
-    let (keys, why) = if raw.run.batches_in_flight > 1 {
-        (
-            ["batches.simulate_warmup", "run.batches_in_flight"],
-            format!(
-                "with {} batches in flight the last warm-up batches share the machine with the first measured ones",
-                raw.run.batches_in_flight
-            ),
-        )
-    } else if raw.run.arrival == ArrivalMode::Open {
-        (
-            ["batches.simulate_warmup", "run.arrival"],
-            "with open arrivals the warm-up batches leave the queue of waiting queries the measured ones start from".to_owned(),
-        )
-    } else {
-        return Ok(());
-    };
-    Err(source.error_at_any(
-        &keys,
-        format!("warm-up batches must be simulated: {why}; set batches.simulate_warmup = true"),
-    ))
-}
-
 /// `run.queries_per_s` is required by open arrivals and refused otherwise. A rule between
 /// two keys: an override of either that broke it is named.
 fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
@@ -695,7 +665,6 @@ impl Workload {
         check_partition(&raw.partition, source)?;
         let deviation = checked_deviation(raw.deviation.as_ref(), source)?;
         let queries_per_s = check_run(&raw.run, source)?;
-        check_warmup_skip(&raw, source)?;
         let (r, d, q, b, p) = (
             &raw.run,
             &raw.data,
@@ -773,6 +742,45 @@ impl Workload {
     /// Whether batch `b` runs on the simulated machine.
     pub fn simulates(&self, b: u64) -> bool {
         self.simulate_warmup || b >= self.warmup_batches
+    }
+
+    /// What makes this run's warm-up batches shape its measured ones, if anything, as (the
+    /// key, why): a warm-up batch still in flight when the first measured one starts, or a
+    /// queue of arrived queries carried over. Such a run must simulate them.
+    pub fn warmup_shapes_measured(&self) -> Option<(&'static str, String)> {
+        if self.batches_in_flight > 1 {
+            let why = format!(
+                "with {} batches in flight the last warm-up batches share the machine with the first measured ones",
+                self.batches_in_flight
+            );
+            Some(("run.batches_in_flight", why))
+        } else if self.arrival == ArrivalMode::Open {
+            let why = "with open arrivals the warm-up batches leave the queue of waiting queries the measured ones start from";
+            Some(("run.arrival", why.to_owned()))
+        } else {
+            None
+        }
+    }
+
+    /// Refuses `batches.simulate_warmup = false` where the warm-up batches shape the
+    /// measured ones (a rule between keys: an override of either that broke it is named).
+    pub fn check_warmup_skip(&self) -> Result<(), InputError> {
+        let Some((key, why)) = self.warmup_shapes_measured() else {
+            return Ok(());
+        };
+        if self.simulate_warmup {
+            return Ok(());
+        }
+        let fix = match key {
+            "run.batches_in_flight" => ", or run.batches_in_flight = 1",
+            _ => "",
+        };
+        Err(self.attribution.error_at_any(
+            &["batches.simulate_warmup", key],
+            format!(
+                "warm-up batches must be simulated: {why}; set batches.simulate_warmup = true{fix}"
+            ),
+        ))
     }
 
     /// Indices of the measured batches.
