@@ -119,6 +119,7 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
         ),
     )];
     rows.extend(breakdown_rows(&r.breakdown_us));
+    rows.extend(transfer_bounds_row(r));
     rows.extend(protocol_rows(r));
     rows.extend(r.index_rows.iter().cloned());
     let names: Vec<&str> = r.init_us.0.iter().map(|(k, _)| k.as_str()).collect();
@@ -196,6 +197,23 @@ fn breakdown_rows(b: &crate::experiments::run::Named) -> Vec<(String, String)> {
         ),
     ));
     rows
+}
+
+/// Which term of the transfer model bounds each transfer stage (`transfer_bounds`): the
+/// term alone when every transfer of the stage had it, else each with its count.
+fn transfer_bounds_row(r: &crate::experiments::run::RunReport) -> Option<(String, String)> {
+    let stages: Vec<String> = r
+        .transfer_bounds
+        .iter()
+        .map(|(stage, bounds)| {
+            let terms: Vec<String> = match bounds.len() {
+                1 => bounds.keys().cloned().collect(),
+                _ => bounds.iter().map(|(b, n)| format!("{b} x{n}")).collect(),
+            };
+            format!("{} {}", stage_label(stage), terms.join(", "))
+        })
+        .collect();
+    (!stages.is_empty()).then(|| ("transfers bound by".to_owned(), stages.join("; ")))
 }
 
 fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)> {

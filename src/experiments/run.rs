@@ -12,15 +12,16 @@ use crate::index::{self, Index, IndexError, MramNeed, Record, Recording};
 use crate::machine::Machine;
 use crate::partition::Partitioner;
 use crate::system::exec::{
-    Arrival, BatchTiming, Executor, LaunchMode, PastCeiling, Protocol, Timeline,
+    Arrival, BatchTiming, Executor, LaunchMode, PastCeiling, Protocol, Timeline, transfer_bound,
 };
-use crate::system::program::{Class, Program};
+use crate::system::program::{Class, Program, Step};
 use crate::trace::Trace;
 use crate::workload::Workload;
 use crate::workload::spec::{ArrivalMode, LaunchMode as RawLaunch};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use serde::ser::SerializeMap;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MeanStd {
@@ -208,6 +209,13 @@ pub struct RunReport {
     pub saturated: bool,
     /// Kernel time of every DPU in every measured batch.
     pub dpu_kernel_us: Spread,
+    /// For each stage that moves bytes, how many of the measured batches' transfers each
+    /// term of the transfer model bounds (`per-call`, `per-rank`, `per-dpu-rate`,
+    /// `per-rank-rate`, `host-cap`, `transposition`: `bound` of `pimdes microbench
+    /// transfer`), each transfer taken alone: it tells which key would shorten the stage.
+    /// (With several batches in flight, transfers of different batches may also share the
+    /// host's cap.)
+    pub transfer_bounds: BTreeMap<String, BTreeMap<String, u64>>,
     /// Every answer of every simulated batch (warm-up included unless
     /// `batches.simulate_warmup` is false) was checked against the plain reference (a run
     /// with a wrong or unchecked answer fails with exit code 3 instead).
@@ -388,6 +396,8 @@ struct Gathered {
     verified: u64,
     /// Recorded DPUs, by batch.
     tasklets: Vec<(u64, Recording)>,
+    /// See [`RunReport::transfer_bounds`].
+    transfer_bounds: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// What the index should record of batch `b` for `trace`.
@@ -431,6 +441,7 @@ pub fn drive(
         asked: 0,
         verified: 0,
         tasklets: Vec::new(),
+        transfer_bounds: BTreeMap::new(),
     };
     let keep_spans = trace.map_or(0..0, |t| t.batches.clone());
     let timeline =
@@ -449,6 +460,7 @@ pub fn drive(
             g.events += work.events;
             g.kernel_wall_s += work.kernel_wall_s;
             if b >= warmup {
+                count_transfer_bounds(machine, &work.program, &mut g.transfer_bounds);
                 for t in &work.dpu_kernel {
                     g.kernel_ns.saturating_record(t.ps().div_ceil(1000).max(1));
                 }
@@ -472,6 +484,31 @@ pub fn drive(
     let mut report = report(machine, workload, index, config, init, &timeline, g, &clock);
     report.warnings.extend(cut.into_iter().chain(unrecorded));
     Ok((report, trace))
+}
+
+/// Adds to `bounds` the term that bounds each of `program`'s transfers, by stage (see
+/// [`RunReport::transfer_bounds`]).
+fn count_transfer_bounds(
+    machine: &Machine,
+    program: &Program,
+    bounds: &mut BTreeMap<String, BTreeMap<String, u64>>,
+) {
+    for step in &program.steps {
+        let Step::Transfer {
+            stage,
+            direction,
+            kind,
+            sizes_bytes,
+        } = step
+        else {
+            continue;
+        };
+        let bound = transfer_bound(machine, *direction, *kind, sizes_bytes);
+        let name = serde_json::to_value(bound).map(|v| v.as_str().map(str::to_owned));
+        let name = name.ok().flatten().unwrap_or_default();
+        let stage = program.stages[*stage].name.to_owned();
+        *bounds.entry(stage).or_default().entry(name).or_insert(0) += 1;
+    }
 }
 
 /// Refuses a batch in which the index checked fewer (or more) answers than the `queries`
@@ -785,7 +822,7 @@ impl ProtocolReport {
 }
 
 /// The run report's own keys, which an index's keys must not shadow.
-pub const RESERVED_KEYS: [&str; 27] = [
+pub const RESERVED_KEYS: [&str; 28] = [
     "schema_version",
     "index",
     "dpus",
@@ -803,6 +840,7 @@ pub const RESERVED_KEYS: [&str; 27] = [
     "latency_us",
     "saturated",
     "dpu_kernel_us",
+    "transfer_bounds",
     "answers_verified",
     "warnings",
     "mram",
@@ -875,6 +913,7 @@ fn report(
         latency_us: t.latency,
         saturated: saturated.is_some(),
         dpu_kernel_us: spread_us(&g.kernel_ns),
+        transfer_bounds: g.transfer_bounds,
         // Always true: a batch with an unchecked answer stopped the run (`check_verified`).
         answers_verified: g.verified == g.asked,
         warnings,
