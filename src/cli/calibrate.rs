@@ -78,7 +78,10 @@ pub fn run(what: CalibrateWhat) -> Result<(), Error> {
         );
     }
     let measured = calibrate::host(&machine, &workload, partitioner.as_ref(), args.runs)?;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = calibrate::Threads {
+        simulated: machine.host.threads,
+        here: std::thread::available_parallelism().map_or(1, usize::from),
+    };
     let text = calibrate::fragment(&cpu_model(), threads, args.runs, &measured);
     write_stdout(&text)
 }

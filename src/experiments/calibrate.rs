@@ -172,11 +172,24 @@ fn pim_tree_steps(dpus: u32, keys: &[u64], runs: u32) -> Vec<Measured> {
     ]
 }
 
-/// The `[host]` fragment: the measured constants with their source, and `cpu` and
-/// `threads` for the user to check.
-pub fn fragment(cpu: &str, threads: usize, runs: u32, measured: &[Measured]) -> String {
+/// Host threads: those of the simulated host (the machine file's `host.threads`) and those
+/// of the machine that measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Threads {
+    pub simulated: u32,
+    pub here: usize,
+}
+
+/// The `[host]` fragment: the measured constants with their source, `cpu` for the user to
+/// check, and the machine file's own `threads`: the constants are per thread, and the
+/// simulated host keeps its threads (the calibrating machine's are named in a comment).
+pub fn fragment(cpu: &str, threads: Threads, runs: u32, measured: &[Measured]) -> String {
+    let runs_phrase = match runs {
+        1 => "one run".to_owned(),
+        n => format!("fastest of {n} runs"),
+    };
     let mut s = format!(
-        "# Measured by `pimdes calibrate host` ({} {}), one thread, fastest of {runs} runs.\n[host]\n",
+        "# Measured by `pimdes calibrate host` ({} {}), one thread, {runs_phrase}.\n[host]\n",
         env!("CARGO_PKG_NAME"),
         super::VERSION
     );
@@ -185,7 +198,8 @@ pub fn fragment(cpu: &str, threads: usize, runs: u32, measured: &[Measured]) -> 
         toml::Value::String(cpu.to_owned())
     ));
     s.push_str(&format!(
-        "threads = {threads}   # [meas] hardware threads the calibrating process could use\n"
+        "threads = {}   # the machine file's own: the simulated host's threads (the calibrating machine has {}; set it to model this host)\n",
+        threads.simulated, threads.here
     ));
     for m in measured {
         // Machine files refuse zero; a step faster than the clock's resolution rounds up.
