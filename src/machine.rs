@@ -506,8 +506,25 @@ fn in_range_f64(
     Ok(value)
 }
 
+/// The per-byte cycle costs, kept exactly in thousandths of a cycle: a value is a whole
+/// number of them (see [`decimal_step`]).
+const MILLICYCLE_KEYS: [&str; 2] = [
+    "dma.latency_cycles_per_byte",
+    "dma.occupancy_cycles_per_byte",
+];
+
+/// The step a fractional machine key moves in (dotted, without `machine.`), if it has one:
+/// 0.001 for the per-byte cycle costs, `None` for a number taken as given.
+pub fn decimal_step(key: &str) -> Option<f64> {
+    MILLICYCLE_KEYS.contains(&key).then_some(0.001)
+}
+
 /// A per-byte cycle cost, kept exactly in thousandths of a cycle.
 fn millicycles(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
+    debug_assert!(
+        MILLICYCLE_KEYS.contains(&key),
+        "{key} is not in thousandths"
+    );
     let value = in_range_f64(source, key, value, 0.0, 1000.0)?;
     let milli = (value * 1000.0).round();
     if (value * 1000.0 - milli).abs() > 1e-6 {

@@ -162,3 +162,63 @@ fn bad_settings_are_refused() {
         &["--factors", "2 is listed twice"],
     );
 }
+
+/// What a run warns of reaches the study: the baseline's warnings (in `warnings`, and in
+/// the table for every run), and a variant's own, such as a key the run does not read,
+/// said once per key in the table.
+#[test]
+fn the_runs_warnings_reach_the_study() {
+    let pim_tree = [
+        "--set",
+        "run.index=\"pim-tree\"",
+        "--set",
+        "queries.batch_size=2000",
+        "--keys",
+        "host.route_ns_per_query",
+    ];
+    let s = study(&pim_tree);
+    let baseline = s["warnings"].as_array().unwrap();
+    assert!(
+        baseline
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("another host protocol")),
+        "{baseline:?}"
+    );
+    for v in s["variants"].as_array().unwrap() {
+        let warnings = v["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let w = warnings[0].as_str().unwrap();
+        assert!(w.contains("changes nothing in this run: pim-tree"), "{w}");
+    }
+    let o = pimdes(&[&ARGS[..], &pim_tree, &["--quiet"]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout.contains("warning (every run): pim-tree runs here"),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(
+        o.stdout
+            .matches("not read: host.route_ns_per_query: ")
+            .count(),
+        1,
+        "{}",
+        o.stdout
+    );
+}
+
+/// Keys as `--set` writes them (`machine.` first) and spaces around commas are taken;
+/// scaled numbers carry no float noise, and a per-byte cycle cost moves in thousandths.
+#[test]
+fn keys_and_factors_are_read_as_written_and_values_are_clean() {
+    let keys = "machine.dpu.clock_mhz, dma.latency_cycles_per_byte";
+    let s = study(&["--keys", keys, "--factors", "0.001, 0.3"]);
+    let values: Vec<String> = s["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["value"].to_string())
+        .collect();
+    // 350 x 0.001 and x 0.3; 0.5 x 0.001 rounds up to one thousandth, 0.5 x 0.3 is 0.15.
+    assert_eq!(values, ["0.35", "105.0", "0.001", "0.15"]);
+}

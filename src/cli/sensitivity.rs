@@ -23,7 +23,8 @@ pub struct SensitivityArgs {
     keys: Vec<String>,
     /// Factors each key is multiplied by, comma-separated, 0.001 to 1000 (integers are
     /// rounded, at least 1; memory sizes to whole 8-byte words).
-    #[arg(long, value_name = "F", value_delimiter = ',', default_values_t = [0.5, 2.0])]
+    #[arg(long, value_name = "F", value_delimiter = ',', default_values_t = [0.5, 2.0],
+          value_parser = factor)]
     factors: Vec<f64>,
     /// Also write the JSON study to FILE (atomically).
     #[arg(long, value_name = "FILE")]
@@ -79,6 +80,13 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
     write_stdout(&if args.common.json { json } else { table(&s) })
 }
 
+/// A factor, spaces around it allowed (`--factors "0.5, 2"`).
+fn factor(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))
+}
+
 fn check_factors(factors: &[f64]) -> Result<(), InputError> {
     let bad = |reason: &str| InputError::plain("--factors", reason);
     if factors.is_empty() || factors.len() > MAX_FACTORS {
@@ -125,6 +133,8 @@ fn table(s: &Study) -> String {
         let _ = write!(t, "  {key:<45}");
         for v in of(s, key) {
             let cell = match (v.batch_time_change_pct, v.unchanged) {
+                // A change that rounds to zero is shown without a sign.
+                (Some(c), _) if c.abs() < 0.05 => format!("{} -> 0.0%", v.value),
                 (Some(c), _) => format!("{} -> {c:+.1}%", v.value),
                 (None, true) => format!("{} -> unchanged", v.value),
                 (None, false) => format!("{} -> refused", v.value),
@@ -133,12 +143,26 @@ fn table(s: &Study) -> String {
         }
         t.push('\n');
     }
+    for w in &s.warnings {
+        let _ = writeln!(t, "warning (every run): {w}");
+    }
+    let mut not_read: Vec<&str> = Vec::new();
     for v in &s.variants {
         if let Some(reason) = &v.refused {
             let _ = writeln!(t, "refused: {} = {}: {reason}", v.key, v.value);
         }
         for w in &v.warnings {
-            let _ = writeln!(t, "warning: {} = {}: {w}", v.key, v.value);
+            // A key the run does not read is said once, not once per factor.
+            match w.split_once(" changes nothing in this run: ") {
+                Some((_, why)) if !not_read.contains(&v.key.as_str()) => {
+                    not_read.push(&v.key);
+                    let _ = writeln!(t, "not read: {}: {why}", v.key);
+                }
+                Some(_) => {}
+                None => {
+                    let _ = writeln!(t, "warning: {} = {}: {w}", v.key, v.value);
+                }
+            }
         }
     }
     if s.variants.iter().any(|v| v.unchanged) {

@@ -58,18 +58,41 @@ pub fn estimated_keys(text: &str) -> Vec<(String, toml::Value)> {
     keys
 }
 
-/// `value` times `factor`, as the machine's field takes it: an integer field (`step` is
-/// `Some`) rounded to a whole number of its steps and at least one step, a number field
-/// exact (a file may write `1` for 1.0).
-fn scaled(value: &toml::Value, factor: f64, step: Option<u64>) -> toml::Value {
+/// How a machine key's value moves: in whole steps of an integer, in steps of a decimal
+/// (the per-byte cycle costs, in thousandths), or freely.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    Integer(u64),
+    Decimal(f64),
+    Free,
+}
+
+impl Step {
+    fn of(key: &str, integer: bool) -> Step {
+        match (integer, crate::machine::decimal_step(key)) {
+            (true, _) => Step::Integer(crate::machine::integer_step(key)),
+            (false, Some(step)) => Step::Decimal(step),
+            (false, None) => Step::Free,
+        }
+    }
+}
+
+/// `value` times `factor`, as the machine's field takes it: rounded to a whole number of
+/// its step and at least one step, or (a free number) to 9 significant digits, so that
+/// 350 x 0.001 is 0.35 and not 0.35000000000000003 (a file may write `1` for 1.0).
+fn scaled(value: &toml::Value, factor: f64, step: Step) -> toml::Value {
     let x = value
         .as_float()
         .or_else(|| value.as_integer().map(|i| i as f64))
         .unwrap_or(0.0)
         * factor;
-    match step.map(|s| s as f64) {
-        Some(s) => toml::Value::Integer(((x / s).round().max(1.0) * s) as i64),
-        None => toml::Value::Float(x),
+    match step {
+        Step::Integer(s) => {
+            let s = s as f64;
+            toml::Value::Integer(((x / s).round().max(1.0) * s) as i64)
+        }
+        Step::Decimal(s) => toml::Value::Float(((x / s).round().max(1.0) * s * 1e9).round() / 1e9),
+        Step::Free => toml::Value::Float(format!("{x:.8e}").parse().unwrap_or(x)),
     }
 }
 
@@ -124,7 +147,9 @@ pub struct Variant {
     /// measured.
     pub unchanged: bool,
     /// What the variant's machine warns of (such as `ranks` moved while the file's
-    /// `usable_dpus` stays, so the DPU count does not move with it).
+    /// `usable_dpus` stays, so the DPU count does not move with it), and what its run warns
+    /// of beyond the baseline's warnings (such as a key the run does not read: `--set
+    /// machine.KEY=V changes nothing in this run: ...`).
     pub warnings: Vec<String>,
 }
 
@@ -133,6 +158,9 @@ pub struct Study {
     /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
     pub schema_version: u32,
     pub baseline: Figures,
+    /// What the baseline run warns of (every variant shares its inputs, so these hold for
+    /// them too, as far as the moved key leaves them).
+    pub warnings: Vec<String>,
     pub factors: Vec<f64>,
     /// Every variant, parameters in file order, factors in the given order.
     pub variants: Vec<Variant>,
@@ -184,12 +212,11 @@ pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, E
     let mut variants = Vec::new();
     for (key, base_value, integer) in &keys {
         for &factor in &inputs.factors {
-            let step = integer.then(|| crate::machine::integer_step(key));
-            let value = scaled(base_value, factor, step);
+            let value = scaled(base_value, factor, Step::of(key, *integer));
             let variant = if value == *base_value {
                 unchanged(key, base_value, factor)
             } else {
-                run_variant(inputs, &baseline, (key, base_value), factor, value)?
+                run_variant(inputs, &base, (key, base_value), factor, value)?
             };
             done(&variant);
             variants.push(variant);
@@ -203,6 +230,7 @@ pub fn study(inputs: &Inputs, done: &mut dyn FnMut(&Variant)) -> Result<Study, E
     Ok(Study {
         schema_version: super::REPORT_SCHEMA_VERSION,
         baseline,
+        warnings: base.warnings.clone(),
         factors: inputs.factors.clone(),
         variants,
         version: super::VERSION,
@@ -232,19 +260,24 @@ fn unchanged(key: &str, base_value: &toml::Value, factor: f64) -> Variant {
 /// variant's result, a host limit or a simulator bug stops the study.
 fn run_variant(
     inputs: &Inputs,
-    baseline: &Figures,
+    base: &RunReport,
     (key, base_value): (&str, &toml::Value),
     factor: f64,
     value: toml::Value,
 ) -> Result<Variant, Error> {
     let mut warnings = Vec::new();
+    // Said by the baseline, or below in the variant's own words.
+    let mut known = base.warnings.clone();
     let outcome = match load(inputs, Some((key, &value))) {
         Ok((m, w)) => {
             // A study moves one key at a time, so the advice to set usable_dpus beside it
             // cannot be taken here: say what the variant then measures instead.
-            warnings = (m.resized_keeping_usable().into_iter())
-                .map(|w| w + "; this variant measures the same DPUs over other ranks")
+            let resized = m.resized_keeping_usable();
+            warnings = (resized.iter())
+                .map(|w| format!("{w}; this variant measures the same DPUs over other ranks"))
                 .collect();
+            // The run repeats the machine's warnings (the resize with its advice).
+            known.extend(m.warnings());
             // This host's limits stop the study (another host could run it).
             check_run(&m, &w, &Limits::host())?;
             run(&m, &w, inputs.partitioner, &mut Silent)
@@ -252,13 +285,17 @@ fn run_variant(
         Err(e) => Err(e),
     };
     let (figures, refused) = match outcome {
-        Ok(report) => (Some(Figures::of(&report)), None),
+        Ok(report) => {
+            let new = report.warnings.iter().filter(|w| !known.contains(w));
+            warnings.extend(new.cloned());
+            (Some(Figures::of(&report)), None)
+        }
         Err(e) if e.exit_code() == crate::error::EXIT_BAD_INPUT => (None, Some(e.to_string())),
         Err(e) => return Err(e),
     };
     let batch_time_change_pct = figures
         .as_ref()
-        .map(|f| 100.0 * (f.batch_time_us / baseline.batch_time_us - 1.0));
+        .map(|f| 100.0 * (f.batch_time_us / base.batch_time_us.mean - 1.0));
     Ok(Variant {
         key: key.to_owned(),
         base_value: base_value.clone(),
@@ -295,14 +332,19 @@ fn load(
 /// else every `[est]` key of `text`. `origin` names the file in errors.
 pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<String>, InputError> {
     let table = toml::Value::Table(crate::config::parse_toml(origin, text)?);
+    // `machine.` as `--set` writes it is taken too; so are spaces around the commas.
+    let given: Vec<String> = given
+        .iter()
+        .map(|k| k.trim().trim_start_matches("machine.").to_owned())
+        .collect();
     let keys: Vec<String> = if given.is_empty() {
         estimated_keys(text).into_iter().map(|(k, _)| k).collect()
     } else {
-        if let Some(key) = crate::config::first_repeated(given) {
+        if let Some(key) = crate::config::first_repeated(&given) {
             let reason = format!("{key} is listed twice");
             return Err(InputError::plain("--keys", reason));
         }
-        for key in given {
+        for key in &given {
             let number = crate::config::value_at(&table, key)
                 .is_some_and(|v| v.is_integer() || v.is_float());
             if !number {
@@ -312,7 +354,7 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
                 return Err(InputError::plain("--keys", reason));
             }
         }
-        given.to_vec()
+        given.clone()
     };
     if keys.is_empty() {
         return Err(InputError::plain(
@@ -348,18 +390,25 @@ mod tests {
     #[test]
     fn scaling_follows_the_fields_type_and_integers_stay_positive() {
         use toml::Value::{Float, Integer};
-        assert_eq!(scaled(&Integer(3), 0.5, Some(1)), Integer(2));
-        assert_eq!(scaled(&Integer(1), 0.1, Some(1)), Integer(1));
-        assert_eq!(scaled(&Integer(1), 0.5, None), Float(0.5));
-        assert_eq!(scaled(&Float(0.25), 2.0, None), Float(0.5));
+        let one = Step::Integer(1);
+        assert_eq!(scaled(&Integer(3), 0.5, one), Integer(2));
+        assert_eq!(scaled(&Integer(1), 0.1, one), Integer(1));
+        assert_eq!(scaled(&Integer(1), 0.5, Step::Free), Float(0.5));
+        assert_eq!(scaled(&Float(0.25), 2.0, Step::Free), Float(0.5));
+        // No float noise: 350 x 0.001 is 0.35 (it came out 0.35000000000000003).
+        assert_eq!(scaled(&Float(350.0), 0.001, Step::Free), Float(0.35));
+        assert_eq!(scaled(&Float(7.0), 0.999999, Step::Free), Float(6.999993));
+        // The per-byte cycle costs move in thousandths, at least one: 0.5 x 0.001 would
+        // be refused as 0.0005; 0.5 x 0.3 is 0.15.
+        let dma = Step::of("dma.latency_cycles_per_byte", false);
+        assert_eq!(dma, Step::Decimal(0.001));
+        assert_eq!(scaled(&Float(0.5), 0.001, dma), Float(0.001));
+        assert_eq!(scaled(&Float(0.5), 0.3, dma), Float(0.15));
         // Memory sizes stay whole words: 0.3 x 64 MiB is 20,132,659.2, 20,132,656 in words.
-        let mram = crate::machine::integer_step("dpu.mram_size_bytes");
-        assert_eq!(mram, 8);
-        assert_eq!(
-            scaled(&Integer(64 << 20), 0.3, Some(mram)),
-            Integer(20_132_656)
-        );
-        assert_eq!(scaled(&Integer(8), 0.1, Some(mram)), Integer(8));
+        let mram = Step::of("dpu.mram_size_bytes", true);
+        assert_eq!(mram, Step::Integer(8));
+        assert_eq!(scaled(&Integer(64 << 20), 0.3, mram), Integer(20_132_656));
+        assert_eq!(scaled(&Integer(8), 0.1, mram), Integer(8));
         let machine = crate::machine::Machine::from_toml_str(
             "paper-2rank.toml",
             include_str!("../../machines/paper-2rank.toml"),
