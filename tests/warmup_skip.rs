@@ -187,7 +187,11 @@ fn a_trace_of_a_batch_not_simulated_is_refused() {
     assert!(!trace.exists(), "no trace written");
     let o = run_tiny(&["--trace", path, "--trace-batches", "2"], &[skip]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert!(trace.exists());
+    // The trace says its warm-up batches were not simulated.
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let note = written["otherData"]["warmup"].as_str().unwrap_or_default();
+    assert!(note.contains("warm-up batches 0 to 1"), "{note}");
     std::fs::remove_file(&trace).unwrap();
 }
 

@@ -8,7 +8,7 @@ use crate::engine::Time;
 use crate::error::Error;
 use crate::experiments::partition::EffectiveConfig;
 use crate::experiments::timeline::{TraceDpus, TraceRequest, build_trace};
-use crate::index::{self, Index, IndexError, MramNeed, Record, Recording};
+use crate::index::{self, BatchWork, Index, IndexError, MramNeed, Record, Recording};
 use crate::machine::Machine;
 use crate::partition::Partitioner;
 use crate::system::exec::{
@@ -400,6 +400,47 @@ struct Gathered {
     transfer_bounds: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
+impl Gathered {
+    fn new() -> Gathered {
+        Gathered {
+            kernel_ns: histogram_ns(),
+            events: 0,
+            kernel_wall_s: 0.0,
+            asked: 0,
+            verified: 0,
+            tasklets: Vec::new(),
+            transfer_bounds: BTreeMap::new(),
+        }
+    }
+
+    /// Takes in batch `b`'s work for its `n` queries (every answer checked, or the run
+    /// stops), and when `measured` its kernel times and transfer bounds; gives back its
+    /// program.
+    fn add(
+        &mut self,
+        machine: &Machine,
+        (b, n): (u64, u64),
+        measured: bool,
+        work: BatchWork,
+    ) -> Result<Program, Error> {
+        check_verified(b, n, work.answers_verified)?;
+        self.verified += work.answers_verified;
+        self.asked += n;
+        self.tasklets
+            .extend(work.timelines.into_iter().map(|r| (b, r)));
+        self.events += work.events;
+        self.kernel_wall_s += work.kernel_wall_s;
+        if measured {
+            count_transfer_bounds(machine, &work.program, &mut self.transfer_bounds);
+            for t in &work.dpu_kernel {
+                self.kernel_ns
+                    .saturating_record(t.ps().div_ceil(1000).max(1));
+            }
+        }
+        Ok(work.program)
+    }
+}
+
 /// What the index should record of batch `b` for `trace`.
 fn record_for(trace: Option<&TraceRequest>, b: u64) -> Record {
     match trace {
@@ -434,15 +475,7 @@ pub fn drive(
     let warmup = workload.warmup_batches;
     // Progress counts the simulated batches: an unsimulated warm-up batch takes no time.
     let skipped = total - workload.simulated_batches();
-    let mut g = Gathered {
-        kernel_ns: histogram_ns(),
-        events: 0,
-        kernel_wall_s: 0.0,
-        asked: 0,
-        verified: 0,
-        tasklets: Vec::new(),
-        transfer_bounds: BTreeMap::new(),
-    };
+    let mut g = Gathered::new();
     let keep_spans = trace.map_or(0..0, |t| t.batches.clone());
     let timeline =
         Executor::run_keeping(machine, protocol_of(workload), total, keep_spans, |b, n| {
@@ -452,27 +485,18 @@ pub fn drive(
             }
             progress.batch(b - skipped, total - skipped);
             let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
-            check_verified(b, n, work.answers_verified)?;
-            g.verified += work.answers_verified;
-            g.asked += n;
-            g.tasklets
-                .extend(work.timelines.into_iter().map(|r| (b, r)));
-            g.events += work.events;
-            g.kernel_wall_s += work.kernel_wall_s;
-            if b >= warmup {
-                count_transfer_bounds(machine, &work.program, &mut g.transfer_bounds);
-                for t in &work.dpu_kernel {
-                    g.kernel_ns.saturating_record(t.ps().div_ceil(1000).max(1));
-                }
-            }
-            Ok::<Program, Error>(work.program)
+            g.add(machine, (b, n), b >= warmup, work)
         })
         .map_err(|e| match e {
             Error::PastCeiling(p) => past_ceiling(p, machine, workload),
             other => other,
         })?;
     progress.phase("done");
-    let trace = trace.map(|t| build_trace(machine, t, &timeline, &g.tasklets));
+    let trace = trace.map(|t| {
+        let mut trace = build_trace(machine, t, &timeline, &g.tasklets);
+        note_unsimulated_warmup(&mut trace, workload);
+        trace
+    });
     let cut = cut_timelines(&g.tasklets);
     let unrecorded = (trace.is_some() && g.tasklets.is_empty()).then(|| {
         format!(
@@ -484,6 +508,19 @@ pub fn drive(
     let mut report = report(machine, workload, index, config, init, &timeline, g, &clock);
     report.warnings.extend(cut.into_iter().chain(unrecorded));
     Ok((report, trace))
+}
+
+/// Tells in `trace`'s `otherData.warmup` that the warm-up batches were not simulated, when
+/// so: its spans are earlier than a run's that simulated them.
+fn note_unsimulated_warmup(trace: &mut Trace, workload: &Workload) {
+    if workload.simulate_warmup {
+        return;
+    }
+    let note = format!(
+        "warm-up batches 0 to {} were routed and run with idle kernels, not simulated (batches.simulate_warmup = false): every span is earlier by the time their kernels would have taken",
+        workload.warmup_batches - 1
+    );
+    trace.set_other("warmup", note.as_str().into());
 }
 
 /// Adds to `bounds` the term that bounds each of `program`'s transfers, by stage (see
