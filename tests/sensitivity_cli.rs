@@ -193,7 +193,7 @@ fn the_runs_warnings_reach_the_study() {
     let o = pimdes(&[&ARGS[..], &pim_tree, &["--quiet"]].concat());
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(
-        o.stdout.contains("warning (every run): pim-tree runs here"),
+        o.stdout.contains("warning (baseline): pim-tree runs here"),
         "{}",
         o.stdout
     );

@@ -144,7 +144,7 @@ fn table(s: &Study) -> String {
         t.push('\n');
     }
     for w in &s.warnings {
-        let _ = writeln!(t, "warning (every run): {w}");
+        let _ = writeln!(t, "warning (baseline): {w}");
     }
     let mut not_read: Vec<&str> = Vec::new();
     for v in &s.variants {
@@ -153,7 +153,7 @@ fn table(s: &Study) -> String {
         }
         for w in &v.warnings {
             // A key the run does not read is said once, not once per factor.
-            match w.split_once(" changes nothing in this run: ") {
+            match w.split_once(crate::index::NOT_READ) {
                 Some((_, why)) if !not_read.contains(&v.key.as_str()) => {
                     not_read.push(&v.key);
                     let _ = writeln!(t, "not read: {}: {why}", v.key);

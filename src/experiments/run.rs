@@ -540,6 +540,10 @@ fn count_transfer_bounds(
         else {
             continue;
         };
+        // The executor skips a transfer with no bytes: it costs nothing and binds nothing.
+        if sizes_bytes.iter().all(|&b| b == 0) {
+            continue;
+        }
         let bound = transfer_bound(machine, *direction, *kind, sizes_bytes);
         let name = serde_json::to_value(bound).map(|v| v.as_str().map(str::to_owned));
         let name = name.ok().flatten().unwrap_or_default();

@@ -86,6 +86,10 @@ fn scaled(value: &toml::Value, factor: f64, step: Step) -> toml::Value {
         .or_else(|| value.as_integer().map(|i| i as f64))
         .unwrap_or(0.0)
         * factor;
+    // The factor 1, and a zero (which no factor moves), leave the value as it was.
+    if factor == 1.0 || x == 0.0 {
+        return value.clone();
+    }
     match step {
         Step::Integer(s) => {
             let s = s as f64;
@@ -335,7 +339,10 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
     // `machine.` as `--set` writes it is taken too; so are spaces around the commas.
     let given: Vec<String> = given
         .iter()
-        .map(|k| k.trim().trim_start_matches("machine.").to_owned())
+        .map(|k| {
+            let k = k.trim();
+            k.strip_prefix("machine.").unwrap_or(k).to_owned()
+        })
         .collect();
     let keys: Vec<String> = if given.is_empty() {
         estimated_keys(text).into_iter().map(|(k, _)| k).collect()
@@ -404,6 +411,11 @@ mod tests {
         assert_eq!(dma, Step::Decimal(0.001));
         assert_eq!(scaled(&Float(0.5), 0.001, dma), Float(0.001));
         assert_eq!(scaled(&Float(0.5), 0.3, dma), Float(0.15));
+        // A zero stays (no factor moves it), and the factor 1 leaves a full-precision value
+        // exact, so both read as unchanged rather than as a run of a rounded value.
+        assert_eq!(scaled(&Float(0.0), 2.0, dma), Float(0.0));
+        let fine = Float(12.345678901234);
+        assert_eq!(scaled(&fine, 1.0, Step::Free), fine);
         // Memory sizes stay whole words: 0.3 x 64 MiB is 20,132,659.2, 20,132,656 in words.
         let mram = Step::of("dpu.mram_size_bytes", true);
         assert_eq!(mram, Step::Integer(8));

@@ -334,6 +334,10 @@ const CAPACITY_KEYS: [&str; 4] = [
     "dpu.atomic_bits",
 ];
 
+/// What joins a `--set` to the reason it changes nothing in a run (see
+/// [`unused_machine_keys`]); `pimdes sensitivity` finds such notes by it.
+pub const NOT_READ: &str = " changes nothing in this run: ";
+
 /// Notes on the machine keys a `--set` changed that this run does not read, so that a
 /// what-if that moves nothing says why: another index's host costs, the broadcast rate
 /// (no index broadcasts), the poll interval of a run that does not poll with it, and the
@@ -347,7 +351,7 @@ pub fn unused_machine_keys(
     let mut notes = Vec::new();
     let mut note = |key: &str, why: &str| {
         if let Some(set) = a.changed(key) {
-            notes.push(format!("--set {set} changes nothing in this run: {why}"));
+            notes.push(format!("--set {set}{NOT_READ}{why}"));
         }
     };
     for unit in HostUnit::ALL {
