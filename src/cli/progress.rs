@@ -211,7 +211,7 @@ fn estimate_left(spent: Duration, done: u64, total: u64) -> Option<Duration> {
 }
 
 impl Progress for StderrProgress {
-    fn batch(&mut self, done: u64, total: u64) {
+    fn batch(&mut self, done: u64, total: u64, unsimulated: u64) {
         self.meter.reset();
         let terminal = self.terminal;
         self.set(|s| {
@@ -228,7 +228,7 @@ impl Progress for StderrProgress {
             s.phase_from = Some(Instant::now());
             s.batches_from.get_or_insert_with(Instant::now);
             s.batch = Some((done, total));
-            s.status = format!("batch {}/{total}", done + 1);
+            s.status = format!("batch {}/{}", unsimulated + done + 1, unsimulated + total);
         });
     }
 

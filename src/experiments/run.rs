@@ -258,7 +258,10 @@ impl RunReport {
 
 /// Progress reporting, decided by the caller (a terminal, not `--quiet`).
 pub trait Progress {
-    fn batch(&mut self, _done: u64, _total: u64) {}
+    /// Batch `done` of `total` starts, counting the simulated batches only: the first
+    /// `unsimulated` of the run's batches (warm-up ones left unsimulated) come before them,
+    /// for a label that numbers batches as the run and its trace do.
+    fn batch(&mut self, _done: u64, _total: u64, _unsimulated: u64) {}
     fn phase(&mut self, _what: &str) {}
     /// Where the index build reports how far a long phase has come (read by the ticker).
     fn meter(&self) -> std::sync::Arc<crate::meter::Meter> {
@@ -483,7 +486,7 @@ pub fn drive(
                 progress.phase(&format!("warm-up batch {} (not simulated)", b + 1));
                 return Ok(index.skip_batch(b, n)?);
             }
-            progress.batch(b - skipped, total - skipped);
+            progress.batch(b - skipped, total - skipped, skipped);
             let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
             g.add(machine, (b, n), b >= warmup, work)
         })
