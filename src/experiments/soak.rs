@@ -204,7 +204,8 @@ fn warmup_skip_differs(case: &Case, full: &RunReport) -> Option<String> {
     let eligible = |w: Workload| {
         w.index == crate::index::bforest::NAME && w.warmup_shapes_measured().is_none()
     };
-    if !workload_of(case).is_ok_and(eligible) {
+    let workload = overrides(case).and_then(|o| workload_of(&o));
+    if !workload.is_ok_and(eligible) {
         return None;
     }
     let mut skipping = case.clone();
@@ -257,18 +258,18 @@ fn overrides(case: &Case) -> Result<Vec<Override>, Error> {
     Ok(parsed.collect::<Result<Vec<_>, _>>()?)
 }
 
-fn workload_of(case: &Case) -> Result<Workload, Error> {
+fn workload_of(overrides: &[Override]) -> Result<Workload, Error> {
     Ok(Workload::from_toml_str(
         WORKLOAD_FILE,
         WORKLOAD_TEXT,
-        &overrides(case)?,
+        overrides,
     )?)
 }
 
 fn run_case(case: &Case) -> Result<RunReport, Error> {
     let overrides = overrides(case)?;
     let machine = Machine::from_toml_str(MACHINE_FILE, MACHINE_TEXT, &overrides)?;
-    let workload = workload_of(case)?;
+    let workload = workload_of(&overrides)?;
     let partitioner = choose_partitioner(&None, &workload)?;
     check_run(&machine, &workload, &LIMITS)?;
     run(&machine, &workload, partitioner.as_ref(), &mut Silent)

@@ -745,18 +745,23 @@ impl Workload {
     }
 
     /// What makes this run's warm-up batches shape its measured ones, if anything, as (the
-    /// key, why): a warm-up batch still in flight when the first measured one starts, or a
-    /// queue of arrived queries carried over. Such a run must simulate them.
-    pub fn warmup_shapes_measured(&self) -> Option<(&'static str, String)> {
+    /// key, why, another way out than simulating them): a warm-up batch still in flight when
+    /// the first measured one starts, or a queue of arrived queries carried over. Such a
+    /// run must simulate them.
+    pub fn warmup_shapes_measured(&self) -> Option<(&'static str, String, &'static str)> {
         if self.batches_in_flight > 1 {
             let why = format!(
                 "with {} batches in flight the last warm-up batches share the machine with the first measured ones",
                 self.batches_in_flight
             );
-            Some(("run.batches_in_flight", why))
+            Some((
+                "run.batches_in_flight",
+                why,
+                ", or run.batches_in_flight = 1",
+            ))
         } else if self.arrival == ArrivalMode::Open {
             let why = "with open arrivals the warm-up batches leave the queue of waiting queries the measured ones start from";
-            Some(("run.arrival", why.to_owned()))
+            Some(("run.arrival", why.to_owned(), ""))
         } else {
             None
         }
@@ -765,15 +770,11 @@ impl Workload {
     /// Refuses `batches.simulate_warmup = false` where the warm-up batches shape the
     /// measured ones (a rule between keys: an override of either that broke it is named).
     pub fn check_warmup_skip(&self) -> Result<(), InputError> {
-        let Some((key, why)) = self.warmup_shapes_measured() else {
-            return Ok(());
-        };
         if self.simulate_warmup {
             return Ok(());
         }
-        let fix = match key {
-            "run.batches_in_flight" => ", or run.batches_in_flight = 1",
-            _ => "",
+        let Some((key, why, fix)) = self.warmup_shapes_measured() else {
+            return Ok(());
         };
         Err(self.attribution.error_at_any(
             &["batches.simulate_warmup", key],
