@@ -65,6 +65,26 @@ fn the_fragment_replaces_a_machine_files_host_table() {
 }
 
 #[test]
+fn the_fragment_keeps_the_machine_files_estimate_tag_on_threads() {
+    let machine = "machines/upmem-v1b-400mhz.toml";
+    let threads_line = |stdout: &str| -> String {
+        let line = stdout.lines().find(|l| l.starts_with("threads"));
+        line.unwrap_or_else(|| panic!("no threads line in\n{stdout}"))
+            .to_owned()
+    };
+    let o = pimdes(&[&ARGS[..3], &[machine], &ARGS[4..]].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    // That file's `threads` is an estimate: a spliced file's sensitivity study moves it.
+    let line = threads_line(&o.stdout);
+    let keys = pimdes::experiments::sensitivity::estimated_keys(&format!("[host]\n{line}"));
+    assert_eq!(keys.len(), 1, "{line}");
+    assert_eq!(keys[0].0, "host.threads");
+    // paper-2rank.toml measured its host's threads: no tag.
+    let o = pimdes(&ARGS);
+    assert!(!threads_line(&o.stdout).contains("[est]"), "{}", o.stdout);
+}
+
+#[test]
 fn bad_calibration_input_is_refused() {
     let o = pimdes(&[&ARGS[..6], &["--runs=0"]].concat());
     assert_eq!(o.code, Some(2), "{}", o.stderr);

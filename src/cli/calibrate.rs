@@ -1,10 +1,12 @@
 //! `pimdes calibrate host`: the `[host]` constants of the machine pimdes runs on.
 
 use super::{CommonArgs, write_stdout};
+use crate::config::InputError;
 use crate::error::Error;
 use crate::experiments::calibrate;
 use crate::experiments::estimate::{Limits, check_calibrate};
 use crate::experiments::partition::choose_partitioner;
+use crate::experiments::sensitivity::estimated_keys;
 use clap::{Args, Subcommand};
 
 #[derive(Debug, Subcommand)]
@@ -77,10 +79,16 @@ pub fn run(what: CalibrateWhat) -> Result<(), Error> {
             workload.batch_size
         );
     }
+    let origin = inputs.machine.display().to_string();
+    let machine_text = std::fs::read_to_string(&inputs.machine)
+        .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
     let measured = calibrate::host(&machine, &workload, partitioner.as_ref(), args.runs)?;
     let threads = calibrate::Threads {
         simulated: machine.host.threads,
         here: std::thread::available_parallelism().map_or(1, usize::from),
+        estimated: estimated_keys(&machine_text)
+            .iter()
+            .any(|(k, _)| k == "host.threads"),
     };
     let text = calibrate::fragment(&cpu_model(), threads, args.runs, &measured);
     write_stdout(&text)

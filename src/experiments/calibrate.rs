@@ -178,6 +178,9 @@ fn pim_tree_steps(dpus: u32, keys: &[u64], runs: u32) -> Vec<Measured> {
 pub struct Threads {
     pub simulated: u32,
     pub here: usize,
+    /// The machine file tags its `threads` `[est]`: the fragment keeps the tag, so that a
+    /// spliced file's sensitivity study still moves it.
+    pub estimated: bool,
 }
 
 /// The `[host]` fragment: the measured constants with their source, `cpu` for the user to
@@ -197,8 +200,9 @@ pub fn fragment(cpu: &str, threads: Threads, runs: u32, measured: &[Measured]) -
         "cpu = {}   # [meas] /proc/cpuinfo of the calibrating machine\n",
         toml::Value::String(cpu.to_owned())
     ));
+    let tag = if threads.estimated { "[est] " } else { "" };
     s.push_str(&format!(
-        "threads = {}   # the machine file's own: the simulated host's threads (the calibrating machine has {}; set it to model this host)\n",
+        "threads = {}   # {tag}the machine file's own: the simulated host's threads (the calibrating machine has {}; set it to model this host)\n",
         threads.simulated, threads.here
     ));
     for m in measured {
