@@ -278,6 +278,30 @@ impl BForest {
         })
     }
 
+    /// The first `queries` of a held batch (fewer if it holds fewer: open arrivals take part
+    /// of one), routed: the routed batch and its number of queries.
+    fn route_held(
+        &self,
+        env: &BatchEnv,
+        held: &[Query],
+        queries: u64,
+    ) -> (policies::Routed, usize) {
+        let n = (queries as usize).min(held.len());
+        (policies::route(&*self.policies.routing, env, &held[..n]), n)
+    }
+
+    /// The launches a batch of `shape` takes so that every DPU's share fits in MRAM.
+    fn launches(&self, shape: &Shape) -> Result<u32, IndexError> {
+        let machine = &self.forest.machine;
+        launches_for(
+            machine,
+            self.forest.kind,
+            &self.dpu_pairs,
+            shape,
+            &self.mram,
+        )
+    }
+
     /// A held batch: routed whole, evaluated on every DPU at once, merged and checked
     /// against the reference's answers.
     fn run_held(
@@ -294,17 +318,10 @@ impl BForest {
         else {
             unreachable!("a held batch")
         };
-        let n = (queries as usize).min(held[batch as usize].len());
         let env = self.forest.env();
-        let routed = policies::route(&*self.policies.routing, &env, &held[batch as usize][..n]);
+        let (routed, n) = self.route_held(&env, &held[batch as usize], queries);
         let shape = Shape::of(n as u64, &routed.batches);
-        let launches = launches_for(
-            &self.forest.machine,
-            env.kind,
-            &self.dpu_pairs,
-            &shape,
-            &self.mram,
-        )?;
+        let launches = self.launches(&shape)?;
         let started = std::time::Instant::now();
         let per_launch = evaluate_launches(
             &*self.policies.evaluation,
@@ -371,13 +388,7 @@ impl BForest {
             chunks,
             batch,
             budget: stream::Budget::new(self.stream_fragments),
-            launches: launches_for(
-                &self.forest.machine,
-                env.kind,
-                &self.dpu_pairs,
-                &counted.shape,
-                &self.mram,
-            )?,
+            launches: self.launches(&counted.shape)?,
         };
         let started = std::time::Instant::now();
         let reports = streamer.evaluate(&mut self.system, counted, &self.meter)?;
@@ -518,18 +529,16 @@ impl Index for BForest {
         let env = self.forest.env();
         let shape = match &self.batches {
             Batches::Held { queries: held, .. } => {
-                let held = &held[batch as usize];
-                let n = (queries as usize).min(held.len());
-                let routed = policies::route(&*self.policies.routing, &env, &held[..n]);
+                let (routed, n) = self.route_held(&env, &held[batch as usize], queries);
                 Shape::of(n as u64, &routed.batches)
             }
             Batches::Streamed { counted, .. } => counted[batch as usize].shape.clone(),
         };
-        let machine = &self.forest.machine;
-        let launches = launches_for(machine, env.kind, &self.dpu_pairs, &shape, &self.mram)?;
+        let launches = self.launches(&shape)?;
+        // The prices of the routed batch, as `run_held` and `run_streamed` take them.
         let route = self.policies.routing.cost(&env, &shape);
         let post = self.policies.postprocessing.cost(&env, &shape);
-        let idle = vec![vec![Time::ZERO; machine.dpus as usize]; launches as usize];
+        let idle = vec![vec![Time::ZERO; self.forest.machine.dpus as usize]; launches as usize];
         Ok(self.program([route.work, post.work], &env, &shape, &idle))
     }
 
