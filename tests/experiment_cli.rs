@@ -92,6 +92,12 @@ fn a_sweep_draws_its_figures_and_plot_redraws_the_same_bytes() {
     let kept: Vec<bool> = left.iter().map(|n| out.join(n).exists()).collect();
     assert_eq!(kept, [false, false, true]);
     std::fs::remove_file(out.join(left[2])).unwrap();
+    // Collecting again (points run on a cluster, say) redraws the figures with the tables.
+    std::fs::remove_file(out.join("time.svg")).unwrap();
+    let o = pimdes(&["sweep", "--collect", out.to_str().unwrap()]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("drew "), "{}", o.stdout);
+    assert_eq!(std::fs::read(out.join("time.svg")).unwrap(), svg);
     // Redrawn from the collected results only, without the result files: same bytes.
     for entry in std::fs::read_dir(&out).unwrap() {
         let path = entry.unwrap().path();

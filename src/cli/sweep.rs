@@ -189,13 +189,7 @@ fn sweep_dir(out: &Path, index: &SweepIndex) -> Result<PathBuf, Error> {
 
 pub fn run(args: SweepArgs) -> Result<(), Error> {
     if let Some(dir) = &args.collect {
-        let c = collect(dir)?;
-        return write_stdout(&format!(
-            "collected {} points into {} and {}\n",
-            c.points,
-            dir.join(CSV_FILE).display(),
-            dir.join(JSONL_FILE).display()
-        ));
+        return write_stdout(&collect_and_draw(dir)?);
     }
     let (Some(manifest), Some(out)) = (&args.manifest, &args.out) else {
         return Err(InputError::plain(
@@ -328,17 +322,24 @@ fn execute(
         outcomes.len() - ran - refused
     );
     if whole {
-        let c = collect(dir)?;
-        summary.push_str(&format!(
-            "collected {} points into {} and {}\n",
-            c.points,
-            dir.join(CSV_FILE).display(),
-            dir.join(JSONL_FILE).display()
-        ));
-        if !m.plots.is_empty() {
-            for path in plot_dir(dir)? {
-                summary.push_str(&format!("drew {}\n", path.display()));
-            }
+        summary.push_str(&collect_and_draw(dir)?);
+    }
+    Ok(summary)
+}
+
+/// Collects the sweep in `dir` and draws the figures its manifest declares, so that the
+/// figures never show other numbers than the tables; says what it wrote.
+fn collect_and_draw(dir: &Path) -> Result<String, Error> {
+    let c = collect(dir)?;
+    let mut summary = format!(
+        "collected {} points into {} and {}\n",
+        c.points,
+        dir.join(CSV_FILE).display(),
+        dir.join(JSONL_FILE).display()
+    );
+    if !read_index(dir)?.plots.is_empty() {
+        for path in plot_dir(dir)? {
+            summary.push_str(&format!("drew {}\n", path.display()));
         }
     }
     Ok(summary)
