@@ -253,7 +253,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 19] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 20] = [
     // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
     // and one that looks like another key.
     (
@@ -341,6 +341,13 @@ const BAD_MANIFESTS: [(&str, &[&str]); 19] = [
         ],
     ),
     (
+        "command = \"run\"\n[grid]\npartition.partitioner = [\"ccp-capped\", \"nope\"]",
+        &[
+            "key `partition.partitioner`: point 1 (`partition.partitioner=nope`)",
+            "unknown partitioner `nope`",
+        ],
+    ),
+    (
         "command = \"run\"\n[ranges]\nseed = [0, 3]\n[grid]\nseed = [1]",
         &[
             "key `seed`",
@@ -410,7 +417,8 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     let o = pimdes(&["sweep", s(&m), "--out", s(&d.join("out"))]);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(
-        o.stderr.contains("error: --set machine.dpu.mram_size_bytes=1048576: key `dpu.mram_size_bytes`: the data does not fit in MRAM"),
+        o.stderr.contains("error: ")
+            && o.stderr.contains("manifest.toml: key `dpu.mram_size_bytes`: point 1 (`machine.dpu.mram_size_bytes=1048576`): the data does not fit in MRAM"),
         "{}",
         o.stderr
     );

@@ -95,6 +95,16 @@ pub struct PointInputs {
     pub config: Value,
 }
 
+/// An error of point `p` (a machine limit named by its key first), with an input error
+/// that one of the point's `--set`s caused told against the manifest.
+fn point_error(m: &Manifest, p: &Point, inputs: &PointInputs, e: Error) -> Error {
+    let workload = Some(&inputs.workload.attribution);
+    match e.attributed(&inputs.machine.attribution, workload) {
+        Error::Input(e) => Error::Input(blamed_on_manifest(m, p, e)),
+        other => other,
+    }
+}
+
 /// An input error that one of point `p`'s `--set`s caused, told against the manifest that
 /// wrote it (the user typed no `--set`).
 fn blamed_on_manifest(m: &Manifest, p: &Point, e: InputError) -> InputError {
@@ -121,10 +131,10 @@ pub fn point_inputs(m: &Manifest, p: &Point) -> Result<PointInputs, Error> {
     let name = m.partitioner.as_deref().unwrap_or(&workload.partitioner);
     let partitioner = partition::by_name(name).ok_or_else(|| {
         let names = partition::names().join(", ");
-        workload.attribution.error_at(
+        blame(workload.attribution.error_at(
             "partition.partitioner",
             format!("unknown partitioner `{name}`; expected one of: {names}"),
-        )
+        ))
     })?;
     let config = EffectiveConfig::of(&machine, &workload, partitioner.name());
     let config = serde_json::to_string(&config)
@@ -314,21 +324,21 @@ pub fn run_point(
     };
     crate::output::check_targets(&[target], &[])?;
     let seed = Some(inputs.workload.seed);
-    let wrap = |e: Error| e.reproducible(|| reproduce(p), seed);
+    let wrap = |e: Error| point_error(m, p, &inputs, e).reproducible(|| reproduce(p), seed);
     let (w, pa) = (&inputs.workload, inputs.partitioner.as_ref());
     // The host's limits refuse a point for this host, not for its configuration: never
     // recorded, always an error. What earlier points freed is returned to the system first.
     crate::experiments::estimate::release_free_memory();
     let result = match m.command {
         SweepCommand::Run => {
-            check_run(&inputs.machine, w, &Limits::host())?;
+            check_run(&inputs.machine, w, &Limits::host()).map_err(|e| wrap(e.into()))?;
             run(&inputs.machine, w, pa, &mut Silent).and_then(|mut report| {
                 report.command_line = Some(reproduce(p));
                 Ok((pretty(&report, &path)?, report.warnings))
             })
         }
         SweepCommand::Partition => {
-            check_partition(&inputs.machine, w, &Limits::host())?;
+            check_partition(&inputs.machine, w, &Limits::host()).map_err(|e| wrap(e.into()))?;
             run_partition(&inputs.machine, w, pa).and_then(|mut report| {
                 report.command_line = Some(reproduce(p));
                 Ok((pretty(&report, &path)?, report.warnings))
