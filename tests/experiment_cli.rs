@@ -131,6 +131,22 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
         &plot(),
         &["sweep.json", "`plot[0].y[0]`", "batch_time_us.meen"],
     );
+    // The manifest's other checks hold for the index too: two figures of one name (the
+    // second overwrote the first), a series that is not a parameter.
+    let twice = text.replace("\"name\": \"split\"", "\"name\": \"time\"");
+    assert_ne!(twice, text);
+    std::fs::write(&index, twice).unwrap();
+    assert_bad(
+        &plot(),
+        &["sweep.json", "`plot[1].name`", "names two figures"],
+    );
+    let series = text.replacen("\"series\": null", "\"series\": \"batch_time_us.mean\"", 1);
+    assert_ne!(series, text);
+    std::fs::write(&index, series).unwrap();
+    assert_bad(
+        &plot(),
+        &["sweep.json", "`plot[0].series`", "not a parameter"],
+    );
     std::fs::write(&index, text).unwrap();
     let results = out.join("results.jsonl");
     // A row lost from the collected results would drop its point from every figure.
@@ -148,6 +164,22 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
     assert_bad(
         &plot(),
         &["sweep.json", "`plot[0].x`", "holds low, not a number"],
+    );
+    // Text in a y column would drop the point from the figure unseen.
+    let text_y = rows.replacen(
+        "\"batch_time_us.mean\":",
+        "\"batch_time_us.mean\":\"abc\",\"x\":",
+        1,
+    );
+    assert_ne!(text_y, rows);
+    std::fs::write(&results, text_y).unwrap();
+    assert_bad(
+        &plot(),
+        &[
+            "results.jsonl",
+            "`batch_time_us.mean`",
+            "line 1: holds abc, not a number",
+        ],
     );
     std::fs::write(&results, "").unwrap();
     assert_bad(&plot(), &["results.jsonl", "holds no results"]);

@@ -135,6 +135,37 @@ impl PlotSpec {
     }
 }
 
+/// Each figure's own shape, columns a sweep of `command` over `params` collects, unique
+/// names, and a series that is one of the parameters: a manifest's figures, and again as
+/// `plot` reads them (`origin` names the file).
+pub fn check_specs(
+    plots: &[PlotSpec],
+    command: &str,
+    params: &[String],
+    origin: &str,
+) -> Result<(), InputError> {
+    for (i, spec) in plots.iter().enumerate() {
+        spec.check(origin, i)?;
+        spec.check_columns(command, params, origin, i)?;
+        if plots[..i].iter().any(|p| p.name == spec.name) {
+            let reason = format!("`{}` names two figures", spec.name);
+            return Err(InputError::key(origin, &format!("plot[{i}].name"), reason));
+        }
+        if let Some(series) = spec.series.as_ref().filter(|s| !params.contains(s)) {
+            let reason = format!(
+                "`{series}` is not a parameter of the sweep; expected one of: {}",
+                params.join(", ")
+            );
+            return Err(InputError::key(
+                origin,
+                &format!("plot[{i}].series"),
+                reason,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The value of `column` in a collected row: a number, or a label for strings and bools.
 fn cell<'a>(row: &'a Value, column: &str) -> Option<&'a Value> {
     row.get(column)
@@ -256,8 +287,13 @@ fn table(spec: &PlotSpec, rows: &[Value]) -> String {
     md
 }
 
-/// A number with at most four decimals, trailing zeros dropped (`0.6`, `1`, `1638.3896`).
+/// A whole number as it is; another number with at most four decimals, trailing zeros
+/// dropped (`0.6`, `1`, `1638.3896`).
 fn format_cell(v: Option<&Value>) -> String {
+    // Whole numbers as they are (a seed has 19 digits, more than an f64 keeps).
+    if let Some(n) = v.filter(|v| v.is_u64() || v.is_i64()) {
+        return n.to_string();
+    }
     match v.and_then(Value::as_f64) {
         Some(x) if x.abs() < 1e15 => {
             let text = format!("{x:.4}");
@@ -365,6 +401,27 @@ fn check_numbers_on_x(
     }
 }
 
+/// The y and error columns of a figure hold numbers in every measured row (or nothing: a
+/// failed measure), so that no edited row drops out of the figure unseen; `jsonl` is the
+/// collected results' file.
+fn check_numbers_on_y(spec: &PlotSpec, rows: &[Value], jsonl: &Path) -> Result<(), InputError> {
+    for (line, row) in rows.iter().enumerate().filter(|(_, r)| !refused(r)) {
+        for column in spec.y.iter().chain(&spec.error) {
+            let v = cell(row, column);
+            if v.is_some_and(|v| !(v.is_number() || v.is_null())) {
+                let reason = format!(
+                    "line {}: holds {}, not a number, and figure `{}` draws it; run `pimdes sweep --collect DIR` again",
+                    line + 1,
+                    as_label(v),
+                    spec.name
+                );
+                return Err(InputError::key(jsonl.display().to_string(), column, reason));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Draws every figure the sweep in `dir` declares; returns the files written.
 pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     let index = read_index(dir)?;
@@ -377,13 +434,13 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         return Err(InputError::plain(origin, reason).into());
     }
     // Checked again as read: a figure's name becomes a file name in `dir`.
-    for (at, spec) in index.plots.iter().enumerate() {
-        spec.check(&origin, at)?;
-        spec.check_columns(&index.command, &index.parameters, &origin, at)?;
-    }
+    check_specs(&index.plots, &index.command, &index.parameters, &origin)?;
     let rows = read_rows(dir, &index)?;
-    for (at, spec) in index.plots.iter().enumerate().filter(|(_, s)| !s.stacked) {
-        check_numbers_on_x(spec, &rows, &origin, at)?;
+    for (at, spec) in index.plots.iter().enumerate() {
+        if !spec.stacked {
+            check_numbers_on_x(spec, &rows, &origin, at)?;
+        }
+        check_numbers_on_y(spec, &rows, &dir.join(JSONL_FILE))?;
     }
     let mut written = Vec::new();
     for spec in &index.plots {
@@ -395,4 +452,23 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_cell;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn table_cells_keep_whole_numbers_exact_and_round_others() {
+        let cell = |v: Value| format_cell(Some(&v));
+        // A repetition's seed: 19 digits, more than an f64 holds.
+        assert_eq!(cell(json!(3921872747796529894u64)), "3921872747796529894");
+        assert_eq!(cell(json!(-7)), "-7");
+        assert_eq!(cell(json!(0.6)), "0.6");
+        assert_eq!(cell(json!(1.0)), "1");
+        assert_eq!(cell(json!(1638.38961)), "1638.3896");
+        assert_eq!(cell(json!("a|b")), "a\\|b");
+        assert_eq!(format_cell(None), "-");
+    }
 }

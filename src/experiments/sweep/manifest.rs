@@ -3,7 +3,7 @@
 //! workload files.
 
 use crate::config::{InputError, Override, Source, read_toml_file};
-use crate::experiments::plot::PlotSpec;
+use crate::experiments::plot::{PlotSpec, check_specs};
 use crate::rng;
 use serde::Deserialize;
 use std::num::NonZeroU32;
@@ -234,7 +234,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         param_names.extend(["repetition".to_owned(), "seed".to_owned()]);
     }
     let points = expand(&axes, repetitions, base_seed, &fixed_sets, &origin)?;
-    check_plots(&raw.plot, raw.command, &param_names, &origin)?;
+    check_specs(&raw.plot, raw.command.name(), &param_names, &origin)?;
     check_line_x(&raw.plot, &points, &origin)?;
     Ok(Manifest {
         name: manifest_name(path),
@@ -248,36 +248,6 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
         plots: raw.plot,
         record_refused: raw.record_refused,
     })
-}
-
-/// Each figure's own shape, columns the sweep collects, unique names, and a series that is
-/// one of the parameters.
-fn check_plots(
-    plots: &[PlotSpec],
-    command: SweepCommand,
-    params: &[String],
-    origin: &str,
-) -> Result<(), InputError> {
-    for (i, spec) in plots.iter().enumerate() {
-        spec.check(origin, i)?;
-        spec.check_columns(command.name(), params, origin, i)?;
-        if plots[..i].iter().any(|p| p.name == spec.name) {
-            let reason = format!("`{}` names two figures", spec.name);
-            return Err(InputError::key(origin, &format!("plot[{i}].name"), reason));
-        }
-        if let Some(series) = spec.series.as_ref().filter(|s| !params.contains(s)) {
-            let reason = format!(
-                "`{series}` is not a parameter of the sweep; expected one of: {}",
-                params.join(", ")
-            );
-            return Err(InputError::key(
-                origin,
-                &format!("plot[{i}].series"),
-                reason,
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A line figure's x, when it is a parameter, takes numbers at every point: text (a
