@@ -3,6 +3,7 @@
 //! so they can be redrawn without rerunning. Each figure is an SVG file and a Markdown table
 //! of the same numbers; the same results give the same bytes.
 
+mod repetitions;
 pub mod svg;
 
 use crate::config::InputError;
@@ -264,10 +265,15 @@ fn bars(spec: &PlotSpec, rows: &[Value]) -> Vec<Bar> {
         .collect()
 }
 
-/// The Markdown table of a figure: x, series, each y (with its sigma).
-fn table(spec: &PlotSpec, rows: &[Value]) -> String {
+/// The Markdown table of a figure: x, series, the repetition if the sweep has them, each y
+/// (with its sigma).
+fn table(spec: &PlotSpec, rows: &[Value], params: &[String]) -> String {
     let mut columns = vec![spec.x.clone()];
     columns.extend(spec.series.iter().cloned());
+    let repetition = "repetition".to_owned();
+    if params.contains(&repetition) && !columns.contains(&repetition) {
+        columns.push(repetition);
+    }
     for (k, y) in spec.y.iter().enumerate() {
         columns.push(y.clone());
         if let Some(e) = spec.error.get(k) {
@@ -311,25 +317,36 @@ fn refused(row: &Value) -> bool {
     cell(row, REFUSED).is_some_and(Value::is_string)
 }
 
-/// The SVG and Markdown of one figure. Refused points have no numbers: the SVG's title
-/// counts them and the table gives their reasons.
-pub fn draw(spec: &PlotSpec, rows: &[Value]) -> (String, String) {
-    let title = match rows.iter().filter(|r| refused(r)).count() {
-        0 => spec.title.clone(),
-        n => format!("{} ({n} refused, see the table)", spec.title),
-    };
+/// The SVG and Markdown of one figure of a sweep over `params`. Refused points have no
+/// numbers: the SVG's title counts them and the table gives their reasons. A point's
+/// repetitions are drawn as one, at their mean (see [`repetitions`]); the table keeps
+/// each.
+pub fn draw(spec: &PlotSpec, rows: &[Value], params: &[String]) -> (String, String) {
+    let merged = repetitions::merged(spec, rows, params);
+    let mut title = spec.title.clone();
+    if let Some(m) = &merged {
+        title = format!("{title}, mean of {} repetitions", m.repetitions);
+    }
+    match rows.iter().filter(|r| refused(r)).count() {
+        0 => {}
+        n => title = format!("{title} ({n} refused, see the table)"),
+    }
     let labels = Labels {
         title,
         x: spec.x_label.clone().unwrap_or_else(|| spec.x.clone()),
         y: spec.y_label.clone(),
     };
+    let (drawn, drawn_rows) = match &merged {
+        Some(m) => (&m.spec, m.rows.as_slice()),
+        None => (spec, rows),
+    };
     let svg = if spec.stacked {
         let names: Vec<String> = (0..spec.y.len()).map(|k| y_name(spec, k)).collect();
-        svg::stacked_bars(&labels, &names, &bars(spec, rows))
+        svg::stacked_bars(&labels, &names, &bars(drawn, drawn_rows))
     } else {
-        svg::line_chart(&labels, &lines(spec, rows))
+        svg::line_chart(&labels, &lines(drawn, drawn_rows))
     };
-    (svg, table(spec, rows))
+    (svg, table(spec, rows, params))
 }
 
 /// Reads `DIR/results.jsonl`, one JSON object per line.
@@ -444,7 +461,7 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     }
     let mut written = Vec::new();
     for spec in &index.plots {
-        let (svg, md) = draw(spec, &rows);
+        let (svg, md) = draw(spec, &rows, &index.parameters);
         for (ext, text) in [("svg", svg), ("md", md)] {
             let path = dir.join(format!("{}.{ext}", spec.name));
             write_atomically(&path, &text)?;

@@ -102,12 +102,51 @@ fn header(svg: &mut String, labels: &Labels) {
         svg,
         r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
     );
-    let _ = writeln!(
-        svg,
-        r#"<text x="{:.1}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
-        (WIDTH - RIGHT + LEFT) / 2.0,
-        escape(&labels.title)
-    );
+    // A long title (a refused count, repetitions) takes two smaller lines, centred on the
+    // figure, instead of running off its edges.
+    let lines = wrap(&labels.title, TITLE_CHARS);
+    let (size, first_y, step) = match lines.len() {
+        1 => (15, 22.0, 0.0),
+        _ => (13, 16.0, 16.0),
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="{size}">{}</text>"#,
+            WIDTH / 2.0,
+            first_y + step * i as f64,
+            escape(line)
+        );
+    }
+}
+
+/// Characters of a title line at 15 px that fit across the figure.
+const TITLE_CHARS: usize = 80;
+
+/// `text` in at most two lines of about `width` characters, split at the space nearest the
+/// middle; a longer second line is cut short with an ellipsis.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let chars = text.chars().count();
+    if chars <= width {
+        return vec![text.to_owned()];
+    }
+    let middle = text
+        .char_indices()
+        .nth(chars / 2)
+        .map_or(text.len(), |(i, _)| i);
+    let spaces = text.match_indices(' ').map(|(i, _)| i);
+    let split = spaces.min_by_key(|&i| i.abs_diff(middle)).unwrap_or(middle);
+    let (first, second) = text.split_at(split);
+    vec![first.to_owned(), shortened(second.trim_start(), width)]
+}
+
+/// `text` cut to `width` characters, the last an ellipsis, if it is longer.
+fn shortened(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{kept}\u{2026}")
 }
 
 /// The y axis with its ticks, grid lines and title.
@@ -139,30 +178,96 @@ fn y_axis(svg: &mut String, frame: &Frame, y_ticks: &[f64], title: &str) {
     );
 }
 
-fn x_title(svg: &mut String, title: &str) {
+/// The x axis's title, `below` the axis (bars leave room for their slanted labels).
+fn x_title(svg: &mut String, title: &str, below: f64) {
     let _ = writeln!(
         svg,
         r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         (WIDTH - RIGHT + LEFT) / 2.0,
-        HEIGHT - 8.0,
+        HEIGHT - BOTTOM + below,
         escape(title)
     );
 }
 
-fn legend(svg: &mut String, names: &[String]) {
-    for (i, name) in names.iter().enumerate() {
+/// Dash patterns of lines, one per round of the colours, so that up to 32 lines differ.
+const DASHES: [&str; 4] = ["", "6 3", "2 3", "8 3 2 3"];
+
+/// Legend entries that fit beside the plot, one row of 20 px each.
+const LEGEND_ROWS: usize = 20;
+
+/// Characters of a legend name that fit in the right margin.
+const LEGEND_CHARS: usize = 26;
+
+/// The colour and dash pattern of line (or segment) `i`.
+fn style(i: usize) -> (&'static str, &'static str) {
+    let (colour, round) = (i % COLOURS.len(), i / COLOURS.len());
+    (COLOURS[colour], DASHES[round % DASHES.len()])
+}
+
+/// What a legend entry shows beside its name: a filled box (bars) or a line (lines).
+#[derive(Clone, Copy)]
+enum Swatch {
+    Box,
+    Line,
+}
+
+fn legend(svg: &mut String, names: &[String], swatch: Swatch) {
+    // Past the rows that fit, the last one says how many more the table lists.
+    let shown = match names.len() > LEGEND_ROWS {
+        true => LEGEND_ROWS - 1,
+        false => names.len(),
+    };
+    let x = WIDTH - RIGHT + 16.0;
+    for (i, name) in names.iter().take(shown).enumerate() {
         let y = TOP + 10.0 + 20.0 * i as f64;
-        let x = WIDTH - RIGHT + 16.0;
+        let (colour, dash) = style(i);
+        let _ = match swatch {
+            Swatch::Box => write!(
+                svg,
+                r#"<rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="{colour}"/>"#,
+                y - 9.0
+            ),
+            Swatch::Line => write!(
+                svg,
+                r#"<line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"{}/>"#,
+                y - 4.0,
+                x + 16.0,
+                y - 4.0,
+                dash_attribute(dash)
+            ),
+        };
         let _ = writeln!(
             svg,
-            r#"<rect x="{x:.1}" y="{:.1}" width="14" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            y - 9.0,
-            COLOURS[i % COLOURS.len()],
+            r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
             x + 20.0,
-            y,
-            escape(name)
+            escape(&shortened(name, LEGEND_CHARS))
         );
     }
+    if shown < names.len() {
+        let y = TOP + 10.0 + 20.0 * shown as f64;
+        let _ = writeln!(
+            svg,
+            r#"<text x="{x:.1}" y="{y:.1}">and {} more (see the table)</text>"#,
+            names.len() - shown
+        );
+    }
+}
+
+fn dash_attribute(dash: &str) -> String {
+    match dash {
+        "" => String::new(),
+        d => format!(r#" stroke-dasharray="{d}""#),
+    }
+}
+
+/// A note across the plotting area of a figure with nothing to draw.
+fn nothing_to_draw(svg: &mut String) {
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#666666">no measured points (see the table)</text>"##,
+        (WIDTH - RIGHT + LEFT) / 2.0,
+        (TOP + HEIGHT - BOTTOM) / 2.0
+    );
 }
 
 /// The range of `values` padded so nothing sits on the frame, including 0 when `from_zero`.
@@ -216,17 +321,20 @@ pub fn line_chart(labels: &Labels, lines: &[Line]) -> String {
             number(t)
         );
     }
-    x_title(&mut svg, &labels.x);
+    x_title(&mut svg, &labels.x, 42.0);
     for (i, line) in lines.iter().enumerate() {
-        draw_line(&mut svg, &frame, line, COLOURS[i % COLOURS.len()]);
+        draw_line(&mut svg, &frame, line, style(i));
+    }
+    if lines.iter().all(|l| l.points.is_empty()) {
+        nothing_to_draw(&mut svg);
     }
     let names: Vec<String> = lines.iter().map(|l| l.label.clone()).collect();
-    legend(&mut svg, &names);
+    legend(&mut svg, &names, Swatch::Line);
     svg.push_str("</svg>\n");
     svg
 }
 
-fn draw_line(svg: &mut String, frame: &Frame, line: &Line, colour: &str) {
+fn draw_line(svg: &mut String, frame: &Frame, line: &Line, (colour, dash): (&str, &str)) {
     let path: Vec<String> = line
         .points
         .iter()
@@ -234,17 +342,20 @@ fn draw_line(svg: &mut String, frame: &Frame, line: &Line, colour: &str) {
         .collect();
     let _ = writeln!(
         svg,
-        r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
-        path.join(" ")
+        r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"{}/>"#,
+        path.join(" "),
+        dash_attribute(dash)
     );
     for &(x, y, e) in &line.points {
         let (px, py) = (frame.px(x), frame.py(y));
         if e > 0.0 {
+            // Capped, so that a bar shorter than the marker still shows.
+            let (low, high) = (frame.py(y - e), frame.py(y + e));
             let _ = writeln!(
                 svg,
-                r#"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{colour}"/>"#,
-                frame.py(y - e),
-                frame.py(y + e)
+                r#"<path d="M{px:.1} {low:.1}V{high:.1}M{:.1} {low:.1}h10M{:.1} {high:.1}h10" stroke="{colour}" fill="none"/>"#,
+                px - 5.0,
+                px - 5.0
             );
         }
         let _ = writeln!(
@@ -253,6 +364,9 @@ fn draw_line(svg: &mut String, frame: &Frame, line: &Line, colour: &str) {
         );
     }
 }
+
+/// Characters of a bar's slanted label that stay clear of the x axis's title.
+const BAR_LABEL_CHARS: usize = 20;
 
 /// A stacked bar chart: one bar per `bars` entry, its segments stacked in `segment_names`
 /// order.
@@ -280,7 +394,7 @@ pub fn stacked_bars(labels: &Labels, segment_names: &[String], bars: &[Bar]) -> 
                 r#"<rect x="{x:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="{}"/>"#,
                 slot * 0.7,
                 (bottom - top).max(0.0),
-                COLOURS[k % COLOURS.len()]
+                style(k).0
             );
             base += h;
         }
@@ -288,11 +402,14 @@ pub fn stacked_bars(labels: &Labels, segment_names: &[String], bars: &[Bar]) -> 
         let _ = writeln!(
             svg,
             r#"<text x="{lx:.1}" y="{ly:.1}" text-anchor="end" font-size="10" transform="rotate(-35 {lx:.1} {ly:.1})">{}</text>"#,
-            escape(&bar.label)
+            escape(&shortened(&bar.label, BAR_LABEL_CHARS))
         );
     }
-    x_title(&mut svg, &labels.x);
-    legend(&mut svg, segment_names);
+    if bars.is_empty() {
+        nothing_to_draw(&mut svg);
+    }
+    x_title(&mut svg, &labels.x, BOTTOM - 8.0);
+    legend(&mut svg, segment_names, Swatch::Box);
     svg.push_str("</svg>\n");
     svg
 }
@@ -311,6 +428,43 @@ mod tests {
         assert_eq!(number(0.5), "0.5");
         assert_eq!(number(12000.0), "12000");
         assert_eq!(number(2.5e7), "2.5e7");
+    }
+
+    #[test]
+    fn long_titles_wrap_and_crowded_legends_say_what_they_leave_out() {
+        let title =
+            "Batch time against the number of DPUs at two data sizes (3 refused, see the table)";
+        let lines = wrap(title, TITLE_CHARS);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines.join(" "), title);
+        assert!(lines.iter().all(|l| l.chars().count() <= TITLE_CHARS));
+        assert_eq!(wrap("short", TITLE_CHARS), ["short"]);
+        assert_eq!(shortened("abcdef", 4), "abc\u{2026}");
+        // 30 lines: 19 named, then a note; lines past the 8 colours are dashed.
+        let many: Vec<Line> = (0..30)
+            .map(|i| Line {
+                label: format!("series {i}"),
+                points: vec![(1.0, i as f64, 0.0)],
+            })
+            .collect();
+        let labels = Labels {
+            title: "t".into(),
+            x: "x".into(),
+            y: "y".into(),
+        };
+        let svg = line_chart(&labels, &many);
+        assert!(svg.contains(">series 18<") && !svg.contains(">series 19<"));
+        assert!(svg.contains(">and 11 more (see the table)<"), "{svg}");
+        assert_eq!(style(8), (COLOURS[0], DASHES[1]));
+        assert!(svg.contains(r#"stroke-dasharray="6 3""#));
+        assert!(!svg.contains("no measured points"));
+        // Nothing to draw (every point refused): said across the plot.
+        let empty = [Line {
+            label: "a".into(),
+            points: vec![],
+        }];
+        assert!(line_chart(&labels, &empty).contains(">no measured points (see the table)<"));
+        assert!(stacked_bars(&labels, &["cpu".into()], &[]).contains("no measured points"));
     }
 
     #[test]
