@@ -675,7 +675,7 @@ fn a_point_file_that_cannot_be_replaced_is_refused_before_the_point_runs() {
     std::fs::create_dir_all(file).unwrap();
     let o = pimdes(&["sweep", s(&m), "--out", s(&out)]);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
-    let refused = format!("error: pimdes sweep {file}: exists and is a directory");
+    let refused = format!("error: the sweep's file {file}: exists and is a directory");
     assert!(o.stderr.contains(&refused), "{}", o.stderr);
 }
 
@@ -787,4 +787,36 @@ fn a_replaced_index_takes_its_tables_and_figures_along() {
         &pimdes(&["plot", s(&out)]),
         &["results.jsonl", "pimdes sweep --collect DIR"],
     );
+}
+
+#[test]
+fn an_up_to_date_sweep_rewrites_nothing_and_a_linked_table_is_refused() {
+    let d = dir("sweep_untouched");
+    let m = manifest(&d, GRID);
+    let out = d.join("out");
+    sweep(&[s(&m), "--out", s(&out)]);
+    let stamps = || -> BTreeMap<String, std::time::SystemTime> {
+        let entries = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap());
+        entries
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().modified().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = stamps();
+    assert!(before.contains_key("sweep.json") && before.contains_key("results.csv"));
+    // Up to date, the sweep writes no file (so it also runs in a directory it may only read).
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(o.stdout.contains("0 run, 4 up to date"), "{}", o.stdout);
+    assert_eq!(stamps(), before);
+    // A table that is a link is refused before anything is written, as a point's file is.
+    let csv = out.join("results.csv");
+    std::fs::remove_file(&csv).unwrap();
+    std::os::unix::fs::symlink(d.join("elsewhere.csv"), &csv).unwrap();
+    let o = pimdes(&["sweep", "--collect", s(&out)]);
+    assert_bad(&o, &["results.csv", "is a symbolic link"]);
+    assert!(!d.join("elsewhere.csv").exists());
 }

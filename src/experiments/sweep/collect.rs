@@ -224,13 +224,18 @@ pub fn collect(dir: &Path) -> Result<Collected, Error> {
     // Both tables or neither: `plot` reads one, a user's script perhaps the other.
     let (csv_path, jsonl_path) = (dir.join(CSV_FILE), dir.join(JSONL_FILE));
     let target = |path| crate::output::OutputTarget {
-        flag: "pimdes sweep",
+        flag: super::SWEEP_FILE,
         path,
     };
-    crate::output::write_all_atomically(&[
+    // As a point's file: one that cannot be replaced is bad input, found before writing.
+    crate::output::check_targets(&[target(&csv_path), target(&jsonl_path)], &[])?;
+    let tables = [
         (target(&csv_path), csv.as_bytes()),
         (target(&jsonl_path), jsonl.as_bytes()),
-    ])?;
+    ];
+    if !tables.iter().all(|(t, bytes)| super::holds(t.path, bytes)) {
+        crate::output::write_all_atomically(&tables)?;
+    }
     Ok(Collected {
         points: results.len(),
         columns,

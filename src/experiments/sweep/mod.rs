@@ -196,10 +196,24 @@ pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
         .map_err(|e| InputError::plain(&origin, format!("not a sweep index: {e}")))
 }
 
-/// Writes `text` to `path` atomically (see [`crate::output::write_atomically`]).
+/// What names a sweep's file in an error about writing it.
+pub(crate) const SWEEP_FILE: &str = "the sweep's file";
+
+/// Whether `path` is a plain file that holds `bytes` already (nothing to write).
+pub(crate) fn holds(path: &Path, bytes: &[u8]) -> bool {
+    let plain_file = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file());
+    plain_file && std::fs::read(path).is_ok_and(|old| old == bytes)
+}
+
+/// Writes `text` to `path` atomically (see [`crate::output::write_atomically`]), unless
+/// the file holds those bytes already: a sweep that is up to date rewrites nothing, and so
+/// runs in a directory it may only read.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+    if holds(path, text.as_bytes()) {
+        return Ok(());
+    }
     let target = OutputTarget {
-        flag: "pimdes sweep",
+        flag: SWEEP_FILE,
         path,
     };
     crate::output::write_atomically(target, text.as_bytes())
@@ -319,7 +333,7 @@ pub fn run_point(
     // A file the result could not replace (a directory, a file this user may not write) is
     // found before the point runs, not after.
     let target = OutputTarget {
-        flag: "pimdes sweep",
+        flag: SWEEP_FILE,
         path: &path,
     };
     crate::output::check_targets(&[target], &[])?;
