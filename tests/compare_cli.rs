@@ -148,8 +148,14 @@ fn different_configurations_and_bad_files_are_refused() {
         &compare(&older, &a, &[]),
         &[
             "different report versions (schema_version 1 and 4)",
+            "rerun BASE with this pimdes",
             "refresh",
         ],
+    );
+    // The advice names the side this pimdes did not write.
+    assert_bad(
+        &compare(&a, &older, &[]),
+        &["(schema_version 4 and 1); rerun NEW with this pimdes"],
     );
 
     let missing = d.join("missing.json");

@@ -500,6 +500,27 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         "{}",
         o.stderr
     );
+    // Two refusals compare by their key and reason: another DPU or size is a change.
+    let refused_path = out.join("data.pairs=1500000.json");
+    let o = pimdes(&["compare", s(&refused_path), s(&refused_path)]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("2 metrics over 1 point(s) compared, 0 moved"),
+        "{}",
+        o.stdout
+    );
+    let mut other = refused.clone();
+    other["refused"]["reason"] = "the data does not fit in MRAM: DPU 3 needs more".into();
+    let other_path = d.join("other-refusal.json");
+    std::fs::write(&other_path, other.to_string()).unwrap();
+    let o = pimdes(&["compare", s(&refused_path), s(&other_path)]);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("refused.reason") && o.stdout.contains("OUTSIDE"),
+        "{}",
+        o.stdout
+    );
     // A metric is asked of the measured points: the refused one has none and is skipped,
     // while a metric no measured point has is still a mistake.
     let o = pimdes(&[

@@ -30,13 +30,16 @@ impl Tolerance {
 }
 
 /// A comparable leaf of a result: numbers by tolerance, the rest by equality. Strings
-/// (names, the version, warnings) are not compared: they are not measurements.
+/// (names, the version, warnings) are not compared: they are not measurements, except a
+/// refused point's key and reason, which are all it has to say.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Leaf {
     Number(f64),
     Bool(bool),
     /// A number that could not be computed (NaN is written as null).
     Null,
+    /// A refusal's text (`refused.key`, `refused.reason`).
+    Text(String),
 }
 
 impl std::fmt::Display for Leaf {
@@ -45,6 +48,7 @@ impl std::fmt::Display for Leaf {
             Leaf::Number(x) => write!(f, "{x}"),
             Leaf::Bool(b) => write!(f, "{b}"),
             Leaf::Null => f.write_str("null"),
+            Leaf::Text(t) => write!(f, "{t:?}"),
         }
     }
 }
@@ -158,6 +162,9 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
+/// Where a refused point's record says why (`refused.key`, `refused.reason`).
+const REFUSAL: &str = "refused.";
+
 /// Every comparable leaf under `value`, with its path, in the value's (sorted) key order.
 fn leaves(value: &Value, prefix: &str, out: &mut Vec<(String, Leaf)>) {
     match value {
@@ -180,6 +187,9 @@ fn leaves(value: &Value, prefix: &str, out: &mut Vec<(String, Leaf)>) {
         )),
         Value::Bool(b) => out.push((prefix.to_owned(), Leaf::Bool(*b))),
         Value::Null => out.push((prefix.to_owned(), Leaf::Null)),
+        Value::String(t) if prefix.starts_with(REFUSAL) => {
+            out.push((prefix.to_owned(), Leaf::Text(t.clone())));
+        }
         Value::String(_) => {}
     }
 }
@@ -311,13 +321,26 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
-                "the results have different report versions (schema_version {} and {}); rerun BASE with this pimdes (for a CI snapshot: refresh it) before comparing",
+                "the results have different report versions (schema_version {} and {}); rerun {} with this pimdes (for a CI snapshot: refresh it) before comparing",
                 base.1.get("schema_version").unwrap_or(&Value::Null),
-                new.1.get("schema_version").unwrap_or(&Value::Null)
+                new.1.get("schema_version").unwrap_or(&Value::Null),
+                not_current(base.1, new.1)
             ),
         ));
     }
     Ok(())
+}
+
+/// Which of two results of different report versions this pimdes did not write: the one
+/// to rerun.
+fn not_current(base: &Value, new: &Value) -> &'static str {
+    let current = Value::from(super::REPORT_SCHEMA_VERSION);
+    let is_current = |r: &Value| r.get("schema_version") == Some(&current);
+    match (is_current(base), is_current(new)) {
+        (false, true) => "BASE",
+        (true, false) => "NEW",
+        _ => "both",
+    }
 }
 
 /// Which `--metric`s BASE's results hold: marks in `held` those `result` holds.
