@@ -253,7 +253,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 20] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 22] = [
     // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
     // and one that looks like another key.
     (
@@ -339,6 +339,18 @@ const BAD_MANIFESTS: [(&str, &[&str]); 20] = [
             "key `repetitions`",
             "expected a whole number from 1 to 4294967295",
         ],
+    ),
+    (
+        "command = \"run\"\n[set]\nqueries.skew = 1.0\nrepetitions = 2",
+        &[
+            "key `set.repetitions`",
+            "a key of the manifest, not a `--set`",
+            "move it above the first table",
+        ],
+    ),
+    (
+        "command = \"run\"\n[set]\nmachine = 3",
+        &["key `set.machine`", "a key of the manifest"],
     ),
     (
         "command = \"run\"\n[grid]\npartition.partitioner = [\"ccp-capped\", \"nope\"]",

@@ -206,6 +206,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     let origin = path.display().to_string();
     let source = Source::new(origin.clone(), read_toml_file(path)?, &[], None, &[])?;
     let raw: RawManifest = source.deserialize()?;
+    check_misplaced(&raw, &origin)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     // Absolute when the file exists, so `--list` lines run from any directory; a missing
     // file keeps its joined path, which the machine or workload loader then names.
@@ -262,6 +263,42 @@ fn check_line_x(plots: &[PlotSpec], points: &[Point], origin: &str) -> Result<()
                 spec.x
             );
             return Err(InputError::key(origin, &format!("plot[{i}].x"), reason));
+        }
+    }
+    Ok(())
+}
+
+/// The manifest's own keys besides its tables of `--set`s.
+const MANIFEST_KEYS: [&str; 8] = [
+    "description",
+    "machine",
+    "workload",
+    "command",
+    "partitioner",
+    "repetitions",
+    "record_refused",
+    "plot",
+];
+
+/// A manifest key written below `[set]`, `[grid]`, `[zip]` or `[ranges]` (TOML puts it in
+/// that table), named as such rather than as an unknown workload key.
+fn check_misplaced(raw: &RawManifest, origin: &str) -> Result<(), InputError> {
+    let tables = [
+        ("set", &raw.set),
+        ("grid", &raw.grid),
+        ("zip", &raw.zip),
+        ("ranges", &raw.ranges),
+    ];
+    for (name, table) in tables {
+        // `machine.KEY` is how machine keys are set.
+        let misplaced = |(k, v): &(&String, &toml::Value)| {
+            MANIFEST_KEYS.contains(&k.as_str()) && !(*k == "machine" && v.is_table())
+        };
+        if let Some((key, _)) = table.iter().find(misplaced) {
+            let reason = format!(
+                "`{key}` is a key of the manifest, not a `--set`: written after `[{name}]`, TOML puts it in that table; move it above the first table"
+            );
+            return Err(InputError::key(origin, &format!("{name}.{key}"), reason));
         }
     }
     Ok(())

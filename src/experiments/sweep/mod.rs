@@ -187,10 +187,22 @@ pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
     let path = dir.join(INDEX_FILE);
     let origin = path.display().to_string();
     let text = crate::config::read_json_file(&path).map_err(|e| {
-        InputError::plain(
-            &origin,
-            format!("{e}; is {} a sweep directory?", dir.display()),
-        )
+        // An experiment's directory holds its sweeps one level down (`run/`, `partition/`).
+        let parts: Vec<String> = ["run", "partition"]
+            .iter()
+            .map(|part| dir.join(part))
+            .filter(|sub| sub.join(INDEX_FILE).is_file())
+            .map(|sub| sub.display().to_string())
+            .collect();
+        let hint = match parts.is_empty() {
+            true => format!("is {} a sweep directory?", dir.display()),
+            false => format!(
+                "{} is an experiment's directory; its sweeps are {}",
+                dir.display(),
+                parts.join(" and ")
+            ),
+        };
+        InputError::plain(&origin, format!("{e}; {hint}"))
     })?;
     serde_json::from_str(&text)
         .map_err(|e| InputError::plain(&origin, format!("not a sweep index: {e}")))
