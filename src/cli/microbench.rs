@@ -152,8 +152,9 @@ fn check_prim_memory(
     } else {
         String::new()
     };
+    let elements = if n == 1 { "element" } else { "elements" };
     let what = format!(
-        "{} with {n} elements on {}{with} {reason}",
+        "{} with {n} {elements} on {}{with} {reason}",
         b.suite(),
         crate::machine::dpus_phrase(d)
     );
