@@ -73,6 +73,17 @@ fn predecessor_answers_are_verified_in_four_rounds_when_unskewed() {
     assert!(field(&r, "distinct_keys_per_batch") > 2900.0);
 }
 
+/// Predecessor and scan runs fill the same hash tables as gets, and say what it cost
+/// (they reported 0 probes per key).
+#[test]
+fn ordered_runs_report_the_hash_tables_insert_probes_as_gets_do() {
+    let probes = |kind: &str| field(&run_on(&workload(kind, &[])), "insert_probes_per_key");
+    let get = probes("get");
+    assert!(get >= 1.0, "{get}");
+    assert_eq!(probes("predecessor"), get);
+    assert_eq!(probes("range-count-if"), get);
+}
+
 #[test]
 fn skewed_predecessor_batches_pull_hot_nodes() {
     let r = run_on(&workload("predecessor", &["queries.skew=1.2"]));

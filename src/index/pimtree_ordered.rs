@@ -35,7 +35,9 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// One DPU's part of every batch: per batch, per round, (time, events, data values).
-type DpuRuns = Vec<Vec<(Time, u64, Vec<u64>)>>;
+/// One DPU's hash-table insert probes, and each batch's rounds: (kernel time, events,
+/// values).
+type DpuRuns = (u64, Vec<Vec<(Time, u64, Vec<u64>)>>);
 
 /// What the DPUs did in one batch.
 #[derive(Debug, Clone, Default)]
@@ -80,6 +82,8 @@ pub struct PimTreeOrdered {
     reference: Reference,
     results: Vec<BatchResult>,
     keys_per_dpu: Vec<u64>,
+    /// Slots probed to fill every DPU's hash table.
+    insert_probes: u64,
     groups: u32,
     sim_wall_s: f64,
     protocol_note: Option<String>,
@@ -165,6 +169,7 @@ impl PimTreeOrdered {
             values,
             reference,
             keys_per_dpu,
+            insert_probes: 0,
             groups: groups.len() as u32,
             sim_wall_s: 0.0,
             protocol_note: super::pimtree::protocol_note(workload),
@@ -220,7 +225,9 @@ impl PimTreeOrdered {
             self.sim_wall_s += started.elapsed().as_secs_f64();
             for (i, runs) in runs.into_iter().enumerate() {
                 let d = range.start as usize + i;
-                for (result, batch) in self.results.iter_mut().zip(runs?) {
+                let (probes, runs) = runs?;
+                self.insert_probes += probes;
+                for (result, batch) in self.results.iter_mut().zip(runs) {
                     for (r, (time, events, values)) in batch.into_iter().enumerate() {
                         result.kernel[r][d] = time;
                         result.events += events;
@@ -241,7 +248,7 @@ impl PimTreeOrdered {
         level0: &[Vec<(u64, u64)>],
     ) -> Result<DpuRuns, LaunchError> {
         let mut dpu = Dpu::new(&self.machine.dpu, d);
-        write_image(dpu.mram_mut(), &self.layout, self.seed, pairs);
+        let image = write_image(dpu.mram_mut(), &self.layout, self.seed, pairs);
         write_nodes(
             dpu.mram_mut(),
             &self.layout,
@@ -294,7 +301,7 @@ impl PimTreeOrdered {
             }
             out.push(rounds);
         }
-        Ok(out)
+        Ok((image.insert_probes, out))
     }
 
     /// The answers of batch `b` from its data rounds' replies.
@@ -472,6 +479,7 @@ impl super::Index for PimTreeOrdered {
         let t = &self.tally;
         let per_batch = |x: u64| x as f64 / t.batches.max(1) as f64;
         let per_query = |x: u64| x as f64 / t.queries.max(1) as f64;
+        let keys: u64 = self.keys_per_dpu.iter().sum();
         let pim_tree = PimTreeFields {
             operation: if self.kind.is_range() {
                 "scan"
@@ -485,7 +493,7 @@ impl super::Index for PimTreeOrdered {
             payload_bytes_per_query: per_query(t.payload_bytes),
             moved_bytes_per_query: per_query(t.moved_bytes),
             max_keys_per_dpu: self.keys_per_dpu[busiest(&self.keys_per_dpu)],
-            insert_probes_per_key: 0.0,
+            insert_probes_per_key: self.insert_probes as f64 / keys.max(1) as f64,
             mram_layout_bytes: self.layout.end,
             dpu_groups: self.groups,
             pushes_per_batch: Some(per_batch(t.pushes)),
