@@ -114,6 +114,29 @@ fn a_run_too_big_for_host_memory_is_refused_before_generating() {
             "MiB available",
         ],
     );
+    // Held batches too many: the `--set` of the batches is blamed, and the advice is what
+    // applies to the run (its index cannot stream).
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/pim-tree-get.toml",
+        "--quiet",
+        "--set",
+        "batches.warmup=99999",
+        "--set",
+        "batches.measured=1",
+    ]);
+    assert_bad(
+        &o,
+        &[
+            "--set batches.warmup=99999 and --set batches.measured=1: key `batches.warmup`",
+            "queries in all batches",
+            "lower data.pairs, queries.batch_size, the number of batches (batches.warmup, batches.measured) or the number of DPUs",
+        ],
+    );
+    assert!(!o.stderr.contains("stream"), "{}", o.stderr);
 }
 
 /// `partition` keeps every measured batch's per-DPU loads until it computes the imbalance:

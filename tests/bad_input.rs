@@ -95,6 +95,16 @@ fn too_many_warmup_batches_in_override() {
         &o,
         &["--set batches.warmup=", "`batches.warmup`", "must be below"],
     );
+    // A sum over the bound blames the `--set` that raised it (it blamed the file's
+    // batches.measured).
+    let o = partition(&["--set", "batches.warmup=99999"]);
+    assert_bad(
+        &o,
+        &[
+            "--set batches.warmup=99999: key `batches.warmup`",
+            "warmup + measured is 99999 + 3 = 100002, more than 100000",
+        ],
+    );
 }
 
 #[test]

@@ -120,7 +120,11 @@ fn open_arrivals_measured_while_batches_grow_are_warned_of() {
     let ramp = open(0.9, "batches.warmup=2");
     assert!(growing(&ramp) && !ramp.saturated, "{:?}", ramp.warnings);
     let settled = open(0.9, "batches.warmup=20");
-    assert!(!growing(&settled) && !settled.saturated, "{:?}", settled.warnings);
+    assert!(
+        !growing(&settled) && !settled.saturated,
+        "{:?}",
+        settled.warnings
+    );
     assert!(settled.warnings.is_empty(), "{:?}", settled.warnings);
     assert!(settled.queries_per_measured_batch.mean < 4000.0);
     // Above the closed run's throughput (with full batches the most it can serve) the

@@ -338,19 +338,43 @@ fn memory_error(
         format!("{} queries in all batches", run_queries(workload))
     };
     let reason = format!(
-        "the run would need about {} MiB of host memory ({} MiB for {} DPUs, {} MiB for {} pairs, {} MiB for {held}), more than the {} MiB available; lower data.pairs, queries.batch_size, batches.stream_fragments or the number of DPUs",
+        "the run would need about {} MiB of host memory ({} MiB for {} DPUs, {} MiB for {} pairs, {} MiB for {held}), more than the {} MiB available; {}",
         mib(bytes),
         mib(terms[0].1),
         machine.dpus,
         mib(terms[1].1),
         workload.pairs,
         mib(terms[2].1),
-        mib(available)
+        mib(available),
+        memory_advice(workload)
     );
     match key {
         "ranks" => machine.attribution.error_at(key, reason),
+        // Held batches: the batch size or the number of batches, whichever a `--set` raised.
+        "queries.batch_size" => workload.attribution.error_at_any(
+            &["queries.batch_size", "batches.warmup", "batches.measured"],
+            reason,
+        ),
         _ => workload.attribution.error_at(key, reason),
     }
+}
+
+/// The keys that lower a run's host memory, as they apply to its index and batches.
+fn memory_advice(workload: &Workload) -> String {
+    let mut keys = vec!["data.pairs"];
+    if streamed(workload) {
+        keys.push("batches.stream_fragments");
+    } else {
+        keys.extend([
+            "queries.batch_size",
+            "the number of batches (batches.warmup, batches.measured)",
+        ]);
+    }
+    let mut advice = format!("lower {} or the number of DPUs", keys.join(", "));
+    if workload.index == crate::index::bforest::NAME && !streamed(workload) {
+        advice.push_str(", or stream the batches (batches.streaming = \"always\")");
+    }
+    advice
 }
 
 fn events_error(workload: &Workload, estimate: &RunEstimate, max_events: u64) -> InputError {

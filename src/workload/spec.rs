@@ -455,12 +455,21 @@ fn check_batches(b: &RawBatches, source: &Source) -> Result<(), InputError> {
             format!("must be below {MAX_BATCHES}, with warmup + measured at most {MAX_BATCHES}"),
         );
     }
+    if b.measured == 0 {
+        return err("batches.measured", "must be at least 1".to_owned());
+    }
     // Both are at most 2^63 - 1 (TOML's integers), so the sum does not overflow.
-    if b.measured == 0 || b.warmup + b.measured > MAX_BATCHES {
-        return err(
-            "batches.measured",
-            format!("must be at least 1, with warmup + measured at most {MAX_BATCHES}"),
-        );
+    if b.warmup + b.measured > MAX_BATCHES {
+        // Whichever of the two a `--set` raised is to blame.
+        return Err(source.error_at_any(
+            &["batches.measured", "batches.warmup"],
+            format!(
+                "warmup + measured is {} + {} = {}, more than {MAX_BATCHES}",
+                b.warmup,
+                b.measured,
+                b.warmup + b.measured
+            ),
+        ));
     }
     Ok(())
 }
