@@ -141,6 +141,36 @@ fn pim_tree_names_only_keys_that_change_nothing() {
     check(&ordered, &["machine.host.sort", "machine.host.scan"]);
 }
 
+/// PIM-tree places its data by hash: a partitioner's tuning key set for it is named, and
+/// changes nothing; `partition.chunk_pairs`, which shapes the data set, is read.
+#[test]
+fn pim_tree_names_the_partitioners_keys_it_does_not_read() {
+    let base = ["run.index=pim-tree", "queries.kind=get"];
+    let tuning = [
+        "partition.alpha=3",
+        "partition.data_cap=1.5",
+        "partition.double_scan_gates=true",
+        "partition.count_both_ends=false",
+        "partition.chunk_pairs=50",
+    ];
+    let (want, _) = results(&[&base[..], &tuning[4..]].concat());
+    let (got, warnings) = results(&[&base[..], &tuning].concat());
+    assert_eq!(got, want);
+    for set in &tuning[..4] {
+        let note = format!("--set {set} had no effect: pim-tree places its data by hash");
+        assert!(
+            warnings.iter().any(|w| w.starts_with(&note)),
+            "{set}: {warnings:?}"
+        );
+    }
+    assert!(
+        !warnings.iter().any(|w| w.contains("chunk_pairs")),
+        "{warnings:?}"
+    );
+    let (other, _) = results(&base);
+    assert_ne!(other, want, "chunk_pairs shapes PIM-tree's data");
+}
+
 /// The example in docs/file-formats.md prints the warning it shows there.
 #[test]
 fn the_documented_warning_is_printed() {

@@ -380,11 +380,11 @@ pub fn unused_machine_keys(
     notes
 }
 
-/// A note on the choices a run names that its index does not use (`partitioner`: the one
+/// Notes on the choices a run names that its index does not use (`partitioner`: the one
 /// the run was given).
-pub fn unused_choices(workload: &Workload, partitioner: &str) -> Option<String> {
+pub fn unused_choices(workload: &Workload, partitioner: &str) -> Vec<String> {
     match workload.index.as_str() {
         pimtree::NAME => pimtree::unused_choices_note(workload, partitioner),
-        _ => None,
+        _ => Vec::new(),
     }
 }

@@ -594,7 +594,27 @@ pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
 /// B+-Forest's choices that a PIM-tree run names but does not use (PIM-tree places its data
 /// by hash and has one way to route, evaluate and merge): a note, since a sweep over both
 /// indexes sets them for every point. The defaults pass without a note.
-pub(crate) fn unused_choices_note(workload: &Workload, partitioner: &str) -> Option<String> {
+pub(crate) fn unused_choices_note(workload: &Workload, partitioner: &str) -> Vec<String> {
+    let mut notes: Vec<String> = choices_note(workload, partitioner).into_iter().collect();
+    notes.extend(unread_partition_keys(workload));
+    notes
+}
+
+/// The partitioners' tuning keys a `--set` changed: PIM-tree reads none of them.
+/// (`partition.chunk_pairs` it does read: the data set is drawn chunk by chunk.)
+fn unread_partition_keys(workload: &Workload) -> Vec<String> {
+    let keys = crate::partition::TUNING_KEYS
+        .iter()
+        .chain(&["partition.count_both_ends"]);
+    keys.filter_map(|key| workload.attribution.changed(key))
+        .map(|set| {
+            format!("--set {set} had no effect: pim-tree places its data by hash and reads no partitioner's key")
+        })
+        .collect()
+}
+
+/// The B+-Forest choices a run names other than the defaults.
+fn choices_note(workload: &Workload, partitioner: &str) -> Option<String> {
     let defaults = crate::workload::spec::RawRun::default();
     let chosen = [
         ("the partitioner", partitioner, DEFAULT_PARTITIONER),
