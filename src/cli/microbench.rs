@@ -307,6 +307,16 @@ fn stream_table(s: &mut String, records: &[Record]) {
     }
 }
 
+/// A bandwidth for the transfer table: three decimals, or three significant digits below
+/// 0.01 GB/s (a few bytes per DPU), which three decimals showed as 0.000.
+fn gb_per_s(v: f64) -> String {
+    match v {
+        0.0 => "0".to_owned(),
+        v if v.abs() < 0.01 => format!("{v:.2e}"),
+        v => format!("{v:.3}"),
+    }
+}
+
 fn transfer_table(s: &mut String, records: &[Record]) {
     let transfer: Vec<_> = records
         .iter()
@@ -352,7 +362,7 @@ fn transfer_table(s: &mut String, records: &[Record]) {
         for size in &sizes {
             match row.iter().find(|t| t.size_per_dpu_bytes == *size) {
                 Some(t) => {
-                    let _ = write!(s, "{:>9.3}", t.bandwidth_gb_per_s);
+                    let _ = write!(s, "{:>9}", gb_per_s(t.bandwidth_gb_per_s));
                 }
                 None => {
                     let _ = write!(s, "{:>9}", "-");
@@ -471,5 +481,19 @@ fn pivot_by_tasklets<T>(
             }
         }
         s.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gb_per_s;
+
+    #[test]
+    fn small_bandwidths_keep_their_digits() {
+        assert_eq!(gb_per_s(0.00008), "8.00e-5");
+        assert_eq!(gb_per_s(0.00993), "9.93e-3");
+        assert_eq!(gb_per_s(0.019), "0.019");
+        assert_eq!(gb_per_s(16.87), "16.870");
+        assert_eq!(gb_per_s(0.0), "0");
     }
 }
