@@ -583,11 +583,26 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
 /// PIM-tree's own host protocol, when the run uses another (a note, not an error: a
 /// what-if run may want exactly that).
 pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
-    let own = workload.launch == LaunchMode::Async
-        && workload.batches_in_flight == 2
-        && workload.poll_interval_us == Some(100.0);
-    (!own).then(|| {
-        "pim-tree runs here with another host protocol than its own (run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)".to_owned()
+    let mut differ = Vec::new();
+    if workload.launch != LaunchMode::Async {
+        differ.push("run.launch = \"sync\"".to_owned());
+    }
+    if workload.batches_in_flight != 2 {
+        differ.push(format!(
+            "run.batches_in_flight = {}",
+            workload.batches_in_flight
+        ));
+    }
+    match workload.poll_interval_us {
+        Some(us) if us == 100.0 => {}
+        Some(us) => differ.push(format!("run.poll_interval_us = {us}")),
+        None => differ.push("no run.poll_interval_us".to_owned()),
+    }
+    (!differ.is_empty()).then(|| {
+        format!(
+            "pim-tree runs here with another host protocol than its own: {} (its own: run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)",
+            differ.join(", ")
+        )
     })
 }
 
