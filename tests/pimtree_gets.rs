@@ -381,3 +381,25 @@ fn a_deviation_of_an_empty_base_partition_is_refused() {
     let o = run_cli(&[&small[..], &["deviation.base_partition=3"]].concat());
     assert_eq!(o.code, Some(0), "{}", o.stderr);
 }
+
+/// `partition` on a PIM-tree workload partitions as B+-Forest would, and says so.
+#[test]
+fn partition_of_a_pim_tree_workload_says_it_is_bforests() {
+    let o = pimdes(&[
+        "partition",
+        "--machine",
+        "machines/paper-2rank.toml",
+        "--workload",
+        "workloads/pim-tree-get.toml",
+        "--set",
+        "data.pairs=200000",
+        "--set",
+        "queries.batch_size=5000",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("warning: the workload's index is pim-tree, which places its data by hash: this is B+-Forest's partitioning"),
+        "{}",
+        o.stderr
+    );
+}

@@ -349,6 +349,11 @@ fn report(
     let totals: Vec<u64> = placed.pairs.iter().map(|&(c, h)| c + h).collect();
     let mram = mram_use(machine, &placed.pairs);
     let mut warnings = machine.warnings();
+    if workload.index == crate::index::pimtree::NAME {
+        warnings.push(
+            "the workload's index is pim-tree, which places its data by hash: this is B+-Forest's partitioning of the same data and queries, not pim-tree's placement".to_owned(),
+        );
+    }
     warnings.extend(placed.warnings);
     warnings.extend(overflow_warning(machine, &mram, &totals));
     let measured: Vec<u64> = workload.measured_batch_indices().collect();
