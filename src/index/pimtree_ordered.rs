@@ -679,8 +679,12 @@ fn check_rounds(
         for (r, round) in plan.rounds.iter().enumerate() {
             for (d, blocks) in round.dpus.iter().enumerate() {
                 if let Err((limit, reason)) = check_limits(blocks, layout, workload.tasklets) {
+                    let ranges = match workload.kind.is_range() {
+                        true => ", shorter ranges",
+                        false => "",
+                    };
                     let reason = format!(
-                        "batch {b}, round {r} ({}) sends DPU {d} {reason}; use smaller batches, shorter ranges or more DPUs",
+                        "batch {b}, round {r} ({}) sends DPU {d} {reason}; use smaller batches{ranges} or more DPUs",
                         round.name
                     );
                     // What decides a DPU's tasks, and for a tasklet's replies its share.
