@@ -594,7 +594,7 @@ pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
         ));
     }
     match workload.poll_interval_us {
-        Some(us) if us == 100.0 => {}
+        Some(100.0) => {}
         Some(us) => differ.push(format!("run.poll_interval_us = {us}")),
         None => differ.push("no run.poll_interval_us".to_owned()),
     }
