@@ -319,7 +319,7 @@ fn refused(row: &Value) -> bool {
 
 /// The SVG and Markdown of one figure of a sweep over `params`. Refused points have no
 /// numbers: the SVG's title counts them and the table gives their reasons. A point's
-/// repetitions are drawn as one, at their mean (see [`repetitions`]); the table keeps
+/// repetitions are drawn as one, at their mean (the `repetitions` module); the table keeps
 /// each.
 pub fn draw(spec: &PlotSpec, rows: &[Value], params: &[String]) -> (String, String) {
     let merged = repetitions::merged(spec, rows, params);
