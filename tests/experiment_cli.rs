@@ -187,7 +187,6 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
     assert_bad(&plot(), &["results.jsonl", "line 1: not a result"]);
     // An experiment's directory holds its sweeps a level down: the error points there.
     let o = pimdes(&["plot", dir.to_str().unwrap()]);
-    let sweep = out.display().to_string();
     assert_bad(&o, &["a sweep directory?"]);
     let experiment = dir.join("experiment");
     std::fs::create_dir_all(&experiment).unwrap();
@@ -195,7 +194,6 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
     let o = pimdes(&["plot", experiment.to_str().unwrap()]);
     let run = experiment.join("run").display().to_string();
     assert_bad(&o, &["is an experiment's directory; its sweeps are", &run]);
-    assert_ne!(sweep, run);
 }
 
 #[test]

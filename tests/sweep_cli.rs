@@ -253,7 +253,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 22] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 24] = [
     // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
     // and one that looks like another key.
     (
@@ -351,6 +351,14 @@ const BAD_MANIFESTS: [(&str, &[&str]); 22] = [
     (
         "command = \"run\"\n[set]\nmachine = 3",
         &["key `set.machine`", "a key of the manifest"],
+    ),
+    (
+        "command = \"run\"\n[grid]\nbatches.warmup = [99999]\nbatches.measured = [5]",
+        &["point 0 (`batches.measured=5`, `batches.warmup=99999`): warmup + measured"],
+    ),
+    (
+        "[set]\nqueries.skew = 1.0\ncommand = \"run\"",
+        &["key `set.command`", "move it above the first table"],
     ),
     (
         "command = \"run\"\n[grid]\npartition.partitioner = [\"ccp-capped\", \"nope\"]",

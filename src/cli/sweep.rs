@@ -32,7 +32,8 @@ pub struct SweepArgs {
     /// Points run at once (threads); the results do not depend on it.
     #[arg(long, value_name = "N", default_value_t = 1)]
     jobs: usize,
-    /// Only write DIR/results.csv and DIR/results.jsonl from the points' result files.
+    /// Only collect: write DIR/results.csv and DIR/results.jsonl from the points' result
+    /// files, and redraw the figures the manifest declares.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["manifest", "out", "list", "point", "jobs"])]
     collect: Option<PathBuf>,
 }

@@ -352,7 +352,12 @@ fn memory_error(
         "ranks" => machine.attribution.error_at(key, reason),
         // Held batches: the batch size or the number of batches, whichever a `--set` raised.
         "queries.batch_size" => workload.attribution.error_at_any(
-            &["queries.batch_size", "batches.warmup", "batches.measured"],
+            &[
+                "queries.batch_size",
+                "batches.warmup",
+                "batches.measured",
+                "queries.range_pairs",
+            ],
             reason,
         ),
         _ => workload.attribution.error_at(key, reason),
@@ -369,6 +374,10 @@ fn memory_advice(workload: &Workload) -> String {
             "queries.batch_size",
             "the number of batches (batches.warmup, batches.measured)",
         ]);
+    }
+    // PIM-tree plans a range batch by the pairs its ranges cover.
+    if workload.index == crate::index::pimtree::NAME && workload.kind.is_range() {
+        keys.push("queries.range_pairs");
     }
     let mut advice = format!("lower {} or the number of DPUs", keys.join(", "));
     if workload.index == crate::index::bforest::NAME && !streamed(workload) {

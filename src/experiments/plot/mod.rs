@@ -327,9 +327,15 @@ pub fn draw(spec: &PlotSpec, rows: &[Value], params: &[String]) -> (String, Stri
     if let Some(m) = &merged {
         title = format!("{title}, mean of {} repetitions", m.repetitions);
     }
-    match rows.iter().filter(|r| refused(r)).count() {
-        0 => {}
-        n => title = format!("{title} ({n} refused, see the table)"),
+    match (rows.iter().filter(|r| refused(r)).count(), &merged) {
+        (0, _) => {}
+        (n, None) => title = format!("{title} ({n} refused, see the table)"),
+        (n, Some(_)) => {
+            title = format!(
+                "{title} ({n} of {} runs refused, see the table)",
+                rows.len()
+            )
+        }
     }
     let labels = Labels {
         title,
@@ -346,7 +352,11 @@ pub fn draw(spec: &PlotSpec, rows: &[Value], params: &[String]) -> (String, Stri
     } else {
         svg::line_chart(&labels, &lines(drawn, drawn_rows))
     };
-    (svg, table(spec, rows, params))
+    let mut md = table(spec, rows, params);
+    if let Some(m) = &merged {
+        md.push_str(&repetitions::drawn_table(m));
+    }
+    (svg, md)
 }
 
 /// Reads `DIR/results.jsonl`, one JSON object per line.

@@ -2,12 +2,15 @@
 //! once, at the mean of its measured repetitions, with their standard deviation as its error
 //! bar, instead of one marker (or bar) per repetition at the same place.
 
-use super::{PlotSpec, as_label, as_number, cell, refused};
+use super::{PlotSpec, as_label, as_number, cell, format_cell, refused};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// The parameters that repetitions add to each point (docs/sweeps.md).
 const REPEATED: [&str; 2] = ["repetition", "seed"];
+
+/// The column of a merged row that counts the repetitions measured.
+const MEASURED: &str = "repetitions measured";
 
 /// What a figure draws when its points are repeated: the spec with an error column per y
 /// (the standard deviation over the repetitions), one row per point, and the most
@@ -63,6 +66,7 @@ fn merge(spec: &PlotSpec, errors: &[String], group: &[&Value], params: &[String]
         return group[0].clone();
     };
     let mut row: Map<String, Value> = first.clone();
+    row.insert(MEASURED.to_owned(), measured.len().into());
     if !params.contains(&spec.x)
         && let Some((mean, _)) = mean_and_sd(&measured, &spec.x)
     {
@@ -75,6 +79,31 @@ fn merge(spec: &PlotSpec, errors: &[String], group: &[&Value], params: &[String]
         }
     }
     Value::Object(row)
+}
+
+/// The Markdown table of what a figure of repeated points draws: each point's x (and
+/// series), its repetitions measured, and each y's mean and standard deviation.
+pub fn drawn_table(m: &Merged) -> String {
+    let spec = &m.spec;
+    let mut columns = vec![spec.x.clone()];
+    columns.extend(spec.series.iter().cloned());
+    columns.push(MEASURED.to_owned());
+    for (y, sd) in spec.y.iter().zip(&spec.error) {
+        columns.extend([y.clone(), sd.clone()]);
+    }
+    let mut md =
+        "\n## Drawn: each point's mean and standard deviation over its measured repetitions\n\n"
+            .to_owned();
+    md.push_str(&format!(
+        "| {} |\n|{}\n",
+        columns.join(" | "),
+        "---|".repeat(columns.len())
+    ));
+    for row in &m.rows {
+        let cells: Vec<String> = columns.iter().map(|c| format_cell(cell(row, c))).collect();
+        md.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    md
 }
 
 /// The mean of `column` over the rows that hold a number there, and the sample standard
@@ -160,8 +189,14 @@ mod tests {
         // Drawn: one marker per measured point, each repetition a row of the table.
         let (svg, md) = super::super::draw(&spec(), &rows, &params);
         assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
-        assert!(svg.contains("t, mean of 2 repetitions (1 refused, see the table)"));
+        assert!(svg.contains("t, mean of 2 repetitions (1 of 6 runs refused, see the table)"));
         assert!(md.contains("| queries.skew | partition.partitioner | repetition |"));
-        assert_eq!(md.lines().filter(|l| l.starts_with("| 0.6 ")).count(), 4);
+        // Every run, then every point as drawn, with its repetitions measured.
+        assert_eq!(
+            md.lines().filter(|l| l.starts_with("| 0.6 ")).count(),
+            4 + 2
+        );
+        assert!(md.contains("| 0.6 | a | 2 | 12 | 2.8284 |"), "{md}");
+        assert!(md.contains("| 1 | a | 1 | 20 | 0 |"), "{md}");
     }
 }

@@ -123,19 +123,22 @@ fn header(svg: &mut String, labels: &Labels) {
 /// Characters of a title line at 15 px that fit across the figure.
 const TITLE_CHARS: usize = 80;
 
-/// `text` in at most two lines of about `width` characters, split at the space nearest the
-/// middle; a longer second line is cut short with an ellipsis.
+/// `text` in at most two lines of at most `width` characters: split at the space nearest
+/// the middle that keeps the first line within `width` (else cut at `width`), the second
+/// line cut short with an ellipsis if it is longer.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let chars = text.chars().count();
     if chars <= width {
         return vec![text.to_owned()];
     }
-    let middle = text
-        .char_indices()
-        .nth(chars / 2)
-        .map_or(text.len(), |(i, _)| i);
-    let spaces = text.match_indices(' ').map(|(i, _)| i);
-    let split = spaces.min_by_key(|&i| i.abs_diff(middle)).unwrap_or(middle);
+    // Byte offsets of the characters, and the offset after `width` of them.
+    let offset = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    let (middle, limit) = (offset(chars / 2), offset(width));
+    let spaces = text
+        .match_indices(' ')
+        .map(|(i, _)| i)
+        .filter(|&i| i <= limit);
+    let split = spaces.min_by_key(|&i| i.abs_diff(middle)).unwrap_or(limit);
     let (first, second) = text.split_at(split);
     vec![first.to_owned(), shortened(second.trim_start(), width)]
 }
@@ -439,6 +442,17 @@ mod tests {
         assert_eq!(lines.join(" "), title);
         assert!(lines.iter().all(|l| l.chars().count() <= TITLE_CHARS));
         assert_eq!(wrap("short", TITLE_CHARS), ["short"]);
+        // Very long, with and without spaces: both lines within the width, the cut shown
+        // by an ellipsis.
+        for long in ["word ".repeat(60), "x".repeat(300), "\u{e9}".repeat(200)] {
+            let lines = wrap(&long, TITLE_CHARS);
+            assert_eq!(lines.len(), 2);
+            assert!(
+                lines.iter().all(|l| l.chars().count() <= TITLE_CHARS),
+                "{lines:?}"
+            );
+            assert!(lines[1].ends_with('\u{2026}'), "{lines:?}");
+        }
         assert_eq!(shortened("abcdef", 4), "abc\u{2026}");
         // 30 lines: 19 named, then a note; lines past the 8 colours are dashed.
         let many: Vec<Line> = (0..30)

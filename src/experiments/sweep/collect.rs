@@ -227,13 +227,15 @@ pub fn collect(dir: &Path) -> Result<Collected, Error> {
         flag: super::SWEEP_FILE,
         path,
     };
-    // As a point's file: one that cannot be replaced is bad input, found before writing.
-    crate::output::check_targets(&[target(&csv_path), target(&jsonl_path)], &[])?;
     let tables = [
         (target(&csv_path), csv.as_bytes()),
         (target(&jsonl_path), jsonl.as_bytes()),
     ];
+    // Tables that hold these bytes already are left alone, unchecked (the directory may
+    // be read-only); else, as a point's file, one that cannot be replaced is bad input,
+    // found before writing (a link never holds the bytes: `holds` takes plain files).
     if !tables.iter().all(|(t, bytes)| super::holds(t.path, bytes)) {
+        crate::output::check_targets(&[target(&csv_path), target(&jsonl_path)], &[])?;
         crate::output::write_all_atomically(&tables)?;
     }
     Ok(Collected {

@@ -204,9 +204,11 @@ fn manifest_name(path: &Path) -> String {
 /// Reads and checks a manifest and expands it into points.
 pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     let origin = path.display().to_string();
-    let source = Source::new(origin.clone(), read_toml_file(path)?, &[], None, &[])?;
+    let table = read_toml_file(path)?;
+    // Before the fields are read: a required key written below a table is missing above.
+    check_misplaced(&table, &origin)?;
+    let source = Source::new(origin.clone(), table, &[], None, &[])?;
     let raw: RawManifest = source.deserialize()?;
-    check_misplaced(&raw, &origin)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     // Absolute when the file exists, so `--list` lines run from any directory; a missing
     // file keeps its joined path, which the machine or workload loader then names.
@@ -268,9 +270,9 @@ fn check_line_x(plots: &[PlotSpec], points: &[Point], origin: &str) -> Result<()
     Ok(())
 }
 
-/// The manifest's own keys besides its tables of `--set`s.
-const MANIFEST_KEYS: [&str; 8] = [
-    "description",
+/// The manifest's own keys besides its tables of `--set`s (not `description`, which a
+/// workload has too).
+const MANIFEST_KEYS: [&str; 7] = [
     "machine",
     "workload",
     "command",
@@ -282,14 +284,11 @@ const MANIFEST_KEYS: [&str; 8] = [
 
 /// A manifest key written below `[set]`, `[grid]`, `[zip]` or `[ranges]` (TOML puts it in
 /// that table), named as such rather than as an unknown workload key.
-fn check_misplaced(raw: &RawManifest, origin: &str) -> Result<(), InputError> {
-    let tables = [
-        ("set", &raw.set),
-        ("grid", &raw.grid),
-        ("zip", &raw.zip),
-        ("ranges", &raw.ranges),
-    ];
-    for (name, table) in tables {
+fn check_misplaced(manifest: &toml::Table, origin: &str) -> Result<(), InputError> {
+    for name in ["set", "grid", "zip", "ranges"] {
+        let Some(table) = manifest.get(name).and_then(toml::Value::as_table) else {
+            continue;
+        };
         // `machine.KEY` is how machine keys are set.
         let misplaced = |(k, v): &(&String, &toml::Value)| {
             MANIFEST_KEYS.contains(&k.as_str()) && !(*k == "machine" && v.is_table())

@@ -109,10 +109,16 @@ fn point_error(m: &Manifest, p: &Point, inputs: &PointInputs, e: Error) -> Error
 /// wrote it (the user typed no `--set`).
 fn blamed_on_manifest(m: &Manifest, p: &Point, e: InputError) -> InputError {
     match e.origin.strip_prefix("--set ") {
-        Some(set) => InputError::new(
+        // A rule over several keys names each `--set` ("--set A and --set B").
+        Some(sets) => InputError::new(
             &m.origin,
             e.key.as_deref(),
-            format!("point {} (`{set}`): {}", p.index, e.reason),
+            format!(
+                "point {} (`{}`): {}",
+                p.index,
+                sets.replace(" and --set ", "`, `"),
+                e.reason
+            ),
         ),
         None => e,
     }
