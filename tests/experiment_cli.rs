@@ -148,6 +148,21 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
         &["sweep.json", "`plot[0].series`", "not a parameter"],
     );
     std::fs::write(&index, text).unwrap();
+    refuses_tampered_results(out);
+    // An experiment's directory holds its sweeps a level down: the error points there.
+    let o = pimdes(&["plot", dir.to_str().unwrap()]);
+    assert_bad(&o, &["a sweep directory?"]);
+    let experiment = dir.join("experiment");
+    std::fs::create_dir_all(&experiment).unwrap();
+    std::fs::rename(out, experiment.join("run")).unwrap();
+    let o = pimdes(&["plot", experiment.to_str().unwrap()]);
+    let run = experiment.join("run").display().to_string();
+    assert_bad(&o, &["is an experiment's directory; its sweeps are", &run]);
+}
+
+/// `plot` on collected results that were edited: refused, naming the file.
+fn refuses_tampered_results(out: &Path) {
+    let plot = || pimdes(&["plot", out.to_str().unwrap()]);
     let results = out.join("results.jsonl");
     // A row lost from the collected results would drop its point from every figure.
     let rows = std::fs::read_to_string(&results).unwrap();
@@ -185,15 +200,6 @@ fn refuses_a_tampered_index_and_results(dir: &Path, out: &Path) {
     assert_bad(&plot(), &["results.jsonl", "holds no results"]);
     std::fs::write(&results, "[1, 2]\n").unwrap();
     assert_bad(&plot(), &["results.jsonl", "line 1: not a result"]);
-    // An experiment's directory holds its sweeps a level down: the error points there.
-    let o = pimdes(&["plot", dir.to_str().unwrap()]);
-    assert_bad(&o, &["a sweep directory?"]);
-    let experiment = dir.join("experiment");
-    std::fs::create_dir_all(&experiment).unwrap();
-    std::fs::rename(out, experiment.join("run")).unwrap();
-    let o = pimdes(&["plot", experiment.to_str().unwrap()]);
-    let run = experiment.join("run").display().to_string();
-    assert_bad(&o, &["is an experiment's directory; its sweeps are", &run]);
 }
 
 #[test]
