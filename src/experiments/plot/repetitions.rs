@@ -25,7 +25,9 @@ pub struct Merged {
 /// repetitions or the figure shows them apart (on x or as its series).
 pub fn merged(spec: &PlotSpec, rows: &[Value], params: &[String]) -> Option<Merged> {
     let repeated = |c: &String| REPEATED.contains(&c.as_str());
-    let apart = repeated(&spec.x) || spec.series.as_ref().is_some_and(repeated);
+    // A point's index differs between its repetitions: on x it draws them apart too.
+    let apart =
+        repeated(&spec.x) || spec.x == super::POINT || spec.series.as_ref().is_some_and(repeated);
     if apart || !params.iter().any(|p| p == REPEATED[0]) {
         return None;
     }
@@ -185,6 +187,9 @@ mod tests {
         let mut apart = spec();
         apart.series = Some("seed".into());
         assert!(merged(&apart, &rows, &params).is_none());
+        let mut by_point = spec();
+        by_point.x = "point".into();
+        assert!(merged(&by_point, &rows, &params).is_none());
         assert!(merged(&spec(), &rows, &params[..2]).is_none());
         // Drawn: one marker per measured point, each repetition a row of the table.
         let (svg, md) = super::super::draw(&spec(), &rows, &params);

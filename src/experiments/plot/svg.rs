@@ -143,6 +143,24 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     vec![first.to_owned(), shortened(second.trim_start(), width)]
 }
 
+/// `text` cut to `width` characters around an ellipsis in the middle, if it is longer: the
+/// end of a legend name or a bar's label (a y column, an x value) tells it from its
+/// neighbours as much as the start.
+fn shortened_middle(text: &str, width: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= width {
+        return text.to_owned();
+    }
+    let tail = width.saturating_sub(1) / 2;
+    let head = width.saturating_sub(1) - tail;
+    let (start, end) = (&chars[..head], &chars[chars.len() - tail..]);
+    format!(
+        "{}\u{2026}{}",
+        start.iter().collect::<String>(),
+        end.iter().collect::<String>()
+    )
+}
+
 /// `text` cut to `width` characters, the last an ellipsis, if it is longer.
 fn shortened(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
@@ -243,7 +261,7 @@ fn legend(svg: &mut String, names: &[String], swatch: Swatch) {
             svg,
             r#"<text x="{:.1}" y="{y:.1}">{}</text>"#,
             x + 20.0,
-            escape(&shortened(name, LEGEND_CHARS))
+            escape(&shortened_middle(name, LEGEND_CHARS))
         );
     }
     if shown < names.len() {
@@ -405,7 +423,7 @@ pub fn stacked_bars(labels: &Labels, segment_names: &[String], bars: &[Bar]) -> 
         let _ = writeln!(
             svg,
             r#"<text x="{lx:.1}" y="{ly:.1}" text-anchor="end" font-size="10" transform="rotate(-35 {lx:.1} {ly:.1})">{}</text>"#,
-            escape(&shortened(&bar.label, BAR_LABEL_CHARS))
+            escape(&shortened_middle(&bar.label, BAR_LABEL_CHARS))
         );
     }
     if bars.is_empty() {
@@ -454,6 +472,13 @@ mod tests {
             assert!(lines[1].ends_with('\u{2026}'), "{lines:?}");
         }
         assert_eq!(shortened("abcdef", 4), "abc\u{2026}");
+        // Legend names that differ only at the end stay apart.
+        let route = shortened_middle("qdd-double-scan: breakdown_us.route", LEGEND_CHARS);
+        let merge = shortened_middle("qdd-double-scan: breakdown_us.merge", LEGEND_CHARS);
+        assert_ne!(route, merge);
+        assert_eq!(route.chars().count(), LEGEND_CHARS);
+        assert_eq!(shortened_middle("abcdefgh", 5), "ab\u{2026}gh");
+        assert_eq!(shortened_middle("short", 5), "short");
         // 30 lines: 19 named, then a note; lines past the 8 colours are dashed.
         let many: Vec<Line> = (0..30)
             .map(|i| Line {
