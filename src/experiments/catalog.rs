@@ -74,6 +74,18 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments")
 }
 
+/// Every experiment's parts, each once, in the order the catalog first names them: the
+/// subdirectories an experiment's output directory may hold.
+pub fn all_parts() -> Vec<&'static str> {
+    let mut parts: Vec<&'static str> = Vec::new();
+    for part in EXPERIMENTS.iter().flat_map(|e| e.parts) {
+        if !parts.contains(part) {
+            parts.push(part);
+        }
+    }
+    parts
+}
+
 /// The manifest of one part of an experiment at one scale.
 pub fn manifest(root: &Path, e: &Experiment, scale: &str, part: &str) -> PathBuf {
     root.join(e.name).join(format!("{scale}-{part}.toml"))

@@ -193,8 +193,8 @@ pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
     let path = dir.join(INDEX_FILE);
     let origin = path.display().to_string();
     let text = crate::config::read_json_file(&path).map_err(|e| {
-        // An experiment's directory holds its sweeps one level down (`run/`, `partition/`).
-        let parts: Vec<String> = ["run", "partition"]
+        // An experiment's directory holds its sweeps one level down, one per part.
+        let parts: Vec<String> = crate::experiments::catalog::all_parts()
             .iter()
             .map(|part| dir.join(part))
             .filter(|sub| sub.join(INDEX_FILE).is_file())
