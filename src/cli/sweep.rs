@@ -338,7 +338,7 @@ fn collect_and_draw(dir: &Path) -> Result<String, Error> {
         dir.join(CSV_FILE).display(),
         dir.join(JSONL_FILE).display()
     );
-    if !read_index(dir)?.plots.is_empty() {
+    if c.has_figures {
         for path in plot_dir(dir)? {
             summary.push_str(&format!("drew {}\n", path.display()));
         }

@@ -44,6 +44,8 @@ pub const NOT_NUMBERS: [&str; 3] = ["answers_verified", "fits_in_mram", REFUSED]
 pub struct Collected {
     pub points: usize,
     pub columns: Vec<String>,
+    /// The sweep's manifest declares figures (`[[plot]]`).
+    pub has_figures: bool,
 }
 
 fn at<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
@@ -241,5 +243,6 @@ pub fn collect(dir: &Path) -> Result<Collected, Error> {
     Ok(Collected {
         points: results.len(),
         columns,
+        has_figures: !index.plots.is_empty(),
     })
 }
