@@ -340,6 +340,23 @@ fn a_trace_records_the_busiest_dpu_and_a_listed_one() {
         "{}",
         o.stderr
     );
+    // The cap of 64 DPU timelines binds the gets (20 batches x 4 DPUs), not the
+    // predecessor run, which records none.
+    let many = [
+        "--trace",
+        p,
+        "--trace-batches",
+        "1..21",
+        "--trace-dpus",
+        "0,1,2,3",
+    ];
+    let o = run_cli_flags(&many, &[]);
+    assert_bad(
+        &o,
+        &["--trace-batches", "20 batches x 4 DPUs is 80 DPU timelines"],
+    );
+    let o = run_cli_flags(&many, &["queries.kind=predecessor"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -160,7 +160,8 @@ fn trace_request(
         dpus: trace_dpus(&args.trace_dpus, machine.dpus)?,
         max_events: MAX_TRACE_EVENTS,
     };
-    if request.recordings() > MAX_TRACED_DPU_BATCHES {
+    // The cap is on tasklet timelines: a run that records none traces any batches.
+    if crate::index::records_timelines(workload) && request.recordings() > MAX_TRACED_DPU_BATCHES {
         return Err(InputError::plain(
             "--trace-batches",
             format!(

@@ -501,7 +501,7 @@ pub fn drive(
         trace
     });
     let cut = cut_timelines(&g.tasklets);
-    let unrecorded = (trace.is_some() && g.tasklets.is_empty()).then(|| {
+    let unrecorded = (trace.is_some() && !index::records_timelines(workload)).then(|| {
         format!(
             "the trace has no tasklet timelines: {} records none for {} queries (of PIM-tree's kernels only the gets' are recorded, pim-tree.md); its batch, host and rank tracks are whole",
             index.name(),

@@ -267,6 +267,12 @@ pub(crate) fn streaming_time(machine: &Machine, bytes: u64) -> Time {
         .to_time(crate::engine::Cycles(bytes.div_ceil(2048) * per_block))
 }
 
+/// Whether the workload's index records tasklet timelines for a trace: of PIM-tree's kernels
+/// only the gets' are recorded (docs/pim-tree.md).
+pub fn records_timelines(workload: &Workload) -> bool {
+    workload.index != pimtree::NAME || workload.kind == QueryKind::Get
+}
+
 /// Builds the index the workload names, with its data placed on `machine`'s DPUs.
 pub fn build(
     machine: &Machine,
