@@ -96,7 +96,10 @@ fn a_sweep_draws_its_figures_and_plot_redraws_the_same_bytes() {
     std::fs::remove_file(out.join("time.svg")).unwrap();
     let o = pimdes(&["sweep", "--collect", out.to_str().unwrap()]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert!(o.stdout.contains("drew "), "{}", o.stdout);
+    let drew = format!("drew {}\n", out.join("time.svg").display());
+    assert!(o.stdout.contains(&drew), "{}", o.stdout);
+    let kept = format!("{} is up to date\n", out.join("time.md").display());
+    assert!(o.stdout.contains(&kept), "{}", o.stdout);
     assert_eq!(std::fs::read(out.join("time.svg")).unwrap(), svg);
     // Redrawn from the collected results only, without the result files: same bytes.
     for entry in std::fs::read_dir(&out).unwrap() {

@@ -106,9 +106,6 @@ pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
 
 pub fn plot(args: PlotArgs) -> Result<(), Error> {
     let written = plot_dir(&args.dir)?;
-    let text: String = written
-        .iter()
-        .map(|p| format!("drew {}\n", p.display()))
-        .collect();
+    let text: String = written.iter().map(|figure| format!("{figure}\n")).collect();
     write_stdout(&text)
 }

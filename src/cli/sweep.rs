@@ -339,8 +339,8 @@ fn collect_and_draw(dir: &Path) -> Result<String, Error> {
         dir.join(JSONL_FILE).display()
     );
     if c.has_figures {
-        for path in plot_dir(dir)? {
-            summary.push_str(&format!("drew {}\n", path.display()));
+        for figure in plot_dir(dir)? {
+            summary.push_str(&format!("{figure}\n"));
         }
     }
     Ok(summary)

@@ -449,8 +449,9 @@ fn check_numbers_on_y(spec: &PlotSpec, rows: &[Value], jsonl: &Path) -> Result<(
     Ok(())
 }
 
-/// Draws every figure the sweep in `dir` declares; returns the files written.
-pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+/// Draws every figure the sweep in `dir` declares; returns their files, each written or
+/// found up to date.
+pub fn plot_dir(dir: &Path) -> Result<Vec<Figure>, Error> {
     let index = read_index(dir)?;
     let origin = dir
         .join(crate::experiments::sweep::INDEX_FILE)
@@ -469,16 +470,34 @@ pub fn plot_dir(dir: &Path) -> Result<Vec<PathBuf>, Error> {
         }
         check_numbers_on_y(spec, &rows, &dir.join(JSONL_FILE))?;
     }
-    let mut written = Vec::new();
+    let mut figures = Vec::new();
     for spec in &index.plots {
         let (svg, md) = draw(spec, &rows, &index.parameters);
         for (ext, text) in [("svg", svg), ("md", md)] {
             let path = dir.join(format!("{}.{ext}", spec.name));
-            write_atomically(&path, &text)?;
-            written.push(path);
+            let written = write_atomically(&path, &text)?;
+            figures.push(Figure { path, written });
         }
     }
-    Ok(written)
+    Ok(figures)
+}
+
+/// A figure's file that [`plot_dir`] drew.
+#[derive(Debug)]
+pub struct Figure {
+    pub path: PathBuf,
+    /// Written; `false` when the file held these bytes already (left untouched).
+    pub written: bool,
+}
+
+impl std::fmt::Display for Figure {
+    /// The line that tells a user of it: "drew PATH", or "PATH is up to date".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.written {
+            true => write!(f, "drew {}", self.path.display()),
+            false => write!(f, "{} is up to date", self.path.display()),
+        }
+    }
 }
 
 #[cfg(test)]

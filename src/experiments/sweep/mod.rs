@@ -225,16 +225,17 @@ pub(crate) fn holds(path: &Path, bytes: &[u8]) -> bool {
 
 /// Writes `text` to `path` atomically (see [`crate::output::write_atomically`]), unless
 /// the file holds those bytes already: a sweep that is up to date rewrites nothing, and so
-/// runs in a directory it may only read.
-pub fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+/// runs in a directory it may only read. Says whether it wrote.
+pub fn write_atomically(path: &Path, text: &str) -> Result<bool, Error> {
     if holds(path, text.as_bytes()) {
-        return Ok(());
+        return Ok(false);
     }
     let target = OutputTarget {
         flag: SWEEP_FILE,
         path,
     };
-    crate::output::write_atomically(target, text.as_bytes())
+    crate::output::write_atomically(target, text.as_bytes())?;
+    Ok(true)
 }
 
 /// Removes temporary files a killed sweep left beside its points' files, its tables and its
