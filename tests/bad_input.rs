@@ -64,6 +64,25 @@ fn unknown_key_in_file() {
 }
 
 #[test]
+fn missing_key_is_named_by_its_dotted_key() {
+    let w = workload_file("no-alpha.toml", |t| {
+        t.lines()
+            .filter(|l| !l.starts_with("alpha"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &["no-alpha.toml: key `partition.alpha`: missing"]);
+    let w = workload_file("empty.toml", |_| String::new());
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &["empty.toml: key `seed`: missing"]);
+    // An override that replaced a section is blamed for the key it left out.
+    let o = partition(&["--set", "machine.dpu={clock_mhz=1}"]);
+    let blamed = "--set machine.dpu={clock_mhz=1}: key `dpu.mram_size_bytes`: missing";
+    assert_bad(&o, &[blamed, "`dpu` replaced the section"]);
+}
+
+#[test]
 fn wrong_type_in_file() {
     let w = workload_file("type.toml", |t| t.replace("skew = 1.0", "skew = \"high\""));
     let o = partition(&["--workload", w.to_str().unwrap()]);
@@ -306,6 +325,12 @@ fn a_rule_between_keys_blames_the_override_that_broke_it() {
             .trim_start_matches("machine.");
         assert_bad(&o, &[&format!("--set {set}"), &format!("`{key}`"), reason]);
     }
+    // Both sides of the tasklet rule overridden: both are named.
+    let both = ["run.tasklets=24", "machine.dpu.max_tasklets=16"];
+    let args = ["run", "--machine", MACHINE, "--workload", WORKLOAD];
+    let o = pimdes(&[&args[..], &["--set", both[0], "--set", both[1]]].concat());
+    let named = "--set run.tasklets=24 and --set machine.dpu.max_tasklets=16: key `run.tasklets`";
+    assert_bad(&o, &[named, "at most 16 (dpu.max_tasklets)"]);
 }
 
 #[test]

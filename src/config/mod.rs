@@ -281,6 +281,9 @@ impl Attribution {
         if let Some(e) = self.missing_in_created_section(key, &reason) {
             return e;
         }
+        if let Some(e) = self.missing_field(key, &reason) {
+            return e;
+        }
         let by_override = self
             .overrides
             .iter()
@@ -316,6 +319,26 @@ impl Attribution {
             .rev()
             .find(|(relative, _)| covers(relative, key))
             .map(|(_, text)| text.as_str())
+    }
+
+    /// A field serde found missing from the section at `key`: named by its own dotted key
+    /// (serde names the section), and blamed on an override that replaced the section.
+    fn missing_field(&self, key: Option<&str>, reason: &str) -> Option<InputError> {
+        let field = quoted_field(reason, "missing field `")?;
+        let full = match key {
+            Some(section) => format!("{section}.{field}"),
+            None => field.to_string(),
+        };
+        let reason = "missing, and it has no default: the file must set it";
+        let by_override = self.overrides.iter().rev().find(|(r, _)| covers(r, &full));
+        Some(match by_override {
+            Some((relative, text)) => InputError::key(
+                format!("--set {text}"),
+                &full,
+                format!("missing, and it has no default: `{relative}` replaced the section"),
+            ),
+            None => InputError::new(self.origin.clone(), Some(&full), reason),
+        })
     }
 
     /// A field missing from a section that exists only because an override created it:

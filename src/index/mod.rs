@@ -8,7 +8,7 @@ pub mod bforest;
 pub mod pimtree;
 pub mod pimtree_ordered;
 
-use crate::config::InputError;
+use crate::config::{Attribution, InputError, blame_rule};
 use crate::dpu::{LaunchError, TaskletTimeline};
 use crate::engine::Time;
 use crate::host::{HostUnit, HostWork};
@@ -146,15 +146,16 @@ pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(
             "{} tasklets requested (run.tasklets); the machine's DPUs run at most {} (dpu.max_tasklets)",
             workload.tasklets, machine.dpu.max_tasklets
         );
-        // An override of the machine's limit alone broke the rule: it is to blame.
-        let limit_overridden = machine
-            .attribution
-            .override_of("dpu.max_tasklets")
-            .is_some();
-        if limit_overridden && workload.attribution.override_of("run.tasklets").is_none() {
-            return Err(machine.attribution.error_at("dpu.max_tasklets", reason));
-        }
-        return Err(workload.attribution.error_at("run.tasklets", reason));
+        // The overrides of either side broke the rule: each is named.
+        let parts: [(&Attribution, &[&str]); 2] = [
+            (&workload.attribution, &["run.tasklets"]),
+            (&machine.attribution, &["dpu.max_tasklets"]),
+        ];
+        return Err(blame_rule(
+            &parts,
+            (&workload.attribution, "run.tasklets"),
+            reason,
+        ));
     }
     Ok(())
 }
