@@ -48,6 +48,20 @@ fn query_balanced_by_pairs_balances_its_reference_batch_at_least_as_well() {
 }
 
 #[test]
+fn routing_entries_count_the_dpus_that_hold_pairs() {
+    let all = partition("data-balanced", &["partition.granularity=pair"]);
+    assert_eq!(all["partitions"], 128);
+    // Every query on one key: query balance puts all the data on one DPU.
+    let skewed = ["queries.skew=1e308", "queries.prefix_bits=24"];
+    let r = partition(
+        "query-balanced",
+        &[&skewed[..], &["partition.granularity=pair"]].concat(),
+    );
+    assert_eq!(r["max_pairs_per_dpu"], 600_000, "one DPU holds every pair");
+    assert_eq!(r["partitions"], 1);
+}
+
+#[test]
 fn chunk_partitioners_and_runs_refuse_pair_granularity() {
     let o = pimdes(&[
         "partition",

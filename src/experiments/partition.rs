@@ -252,7 +252,8 @@ fn run_key_partition(
             .par_iter()
             .map(|&b| key_loads(&placement, &queries, b))
             .collect(),
-        partitions: dpus as usize,
+        // A routing entry per DPU that holds pairs: a DPU without any owns no key.
+        partitions: placement.pairs.iter().filter(|&&p| p > 0).count().max(1),
         hot_partitions: 0,
         warnings: Vec::new(),
     };
