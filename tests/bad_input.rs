@@ -174,6 +174,31 @@ fn fewer_chunks_than_dpus() {
             "600 chunks",
         ],
     );
+    // More DPUs from the machine's overrides: they are named, not the workload file.
+    let o = partition(&[
+        "--set",
+        "machine.ranks=40",
+        "--set",
+        "machine.usable_dpus=2560",
+    ]);
+    let named = "--set machine.ranks=40 and --set machine.usable_dpus=2560: key `ranks`";
+    assert_bad(
+        &o,
+        &[named, "2000 chunks, fewer than the machine's 2560 DPUs"],
+    );
+    // Both sides overridden: both named, the workload's first.
+    let sets = [
+        "--set",
+        "data.pairs=300000",
+        "--set",
+        "machine.usable_dpus=1010",
+    ];
+    let o = partition(&sets);
+    let named = "--set data.pairs=300000 and --set machine.usable_dpus=1010: key `data.pairs`";
+    assert_bad(
+        &o,
+        &[named, "1000 chunks, fewer than the machine's 1010 DPUs"],
+    );
 }
 
 #[test]

@@ -217,7 +217,7 @@ fn run_key_partition(
     name: &str,
 ) -> Result<PartitionReport, Error> {
     let dpus = machine.dpus;
-    workload.check_against_dpus(dpus)?;
+    workload.check_against_dpus(dpus, &machine.attribution)?;
     let data = DataSet::generate(workload);
     let queries = QueryGenerator::new(workload, &data, dpus);
     let placement = match name {

@@ -29,7 +29,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn new(machine: &Machine, workload: &Workload) -> Result<Prepared, InputError> {
-        workload.check_against_dpus(machine.dpus)?;
+        workload.check_against_dpus(machine.dpus, &machine.attribution)?;
         let data = DataSet::generate(workload);
         let queries = QueryGenerator::new(workload, &data, machine.dpus);
         let loads = ChunkLoads::from_reference(&data, &queries, workload.count_both_ends);

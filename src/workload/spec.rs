@@ -1,6 +1,8 @@
 //! The workload file: `RawWorkload` mirrors the TOML; [`Workload`] is validated.
 
-use crate::config::{Attribution, InputError, Override, Source, parse_toml, read_toml_file, shown};
+use crate::config::{
+    Attribution, InputError, Override, Source, blame_rule, parse_toml, read_toml_file, shown,
+};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -640,6 +642,9 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
     Ok(())
 }
 
+/// The machine keys that decide its DPU count (relative to the machine file).
+const DPU_COUNT_KEYS: [&str; 3] = ["ranks", "dpus_per_rank", "usable_dpus"];
+
 impl Workload {
     /// Reads a workload file and applies the overrides that are not `machine.*`.
     pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, InputError> {
@@ -799,27 +804,29 @@ impl Workload {
     }
 
     /// Checks the rules that need the machine: enough data for every DPU, and a deviation
-    /// that names an existing base partition.
-    pub fn check_against_dpus(&self, dpus: u32) -> Result<(), InputError> {
+    /// that names an existing base partition. `machine` is where the machine's DPU count
+    /// came from: an override of it that broke a rule is named beside the workload's.
+    pub fn check_against_dpus(&self, dpus: u32, machine: &Attribution) -> Result<(), InputError> {
+        let blame = |keys: &[&str], reason: String| {
+            let parts: [(&Attribution, &[&str]); 2] =
+                [(&self.attribution, keys), (machine, &DPU_COUNT_KEYS)];
+            blame_rule(&parts, (&self.attribution, keys[0]), reason)
+        };
         if self.pairs < dpus as u64 {
-            return Err(self.attribution.error_at(
-                "data.pairs",
-                format!(
-                    "{} pairs are fewer than the machine's {dpus} DPUs",
-                    self.pairs
-                ),
-            ));
+            let reason = format!(
+                "{} pairs are fewer than the machine's {dpus} DPUs",
+                self.pairs
+            );
+            return Err(blame(&["data.pairs"], reason));
         }
         if self.chunks() < dpus as u64 {
-            return Err(self.attribution.error_at(
-                "partition.chunk_pairs",
-                format!(
-                    "{} pairs in chunks of {} make {} chunks, fewer than the machine's {dpus} DPUs; lower chunk_pairs or raise data.pairs",
-                    self.pairs,
-                    self.chunk_pairs,
-                    self.chunks()
-                ),
-            ));
+            let reason = format!(
+                "{} pairs in chunks of {} make {} chunks, fewer than the machine's {dpus} DPUs; lower chunk_pairs, raise data.pairs or use fewer DPUs",
+                self.pairs,
+                self.chunk_pairs,
+                self.chunks()
+            );
+            return Err(blame(&["partition.chunk_pairs", "data.pairs"], reason));
         }
         self.check_deviation(dpus)
     }
