@@ -143,15 +143,21 @@ fn bad_settings_are_refused() {
     }
     assert_bad(
         &pimdes(&[&ARGS[..], &["--keys", "dpu.nosuch"]].concat()),
-        &[
-            "error: --keys: `dpu.nosuch`",
-            "not a number in the machine file",
-        ],
+        &["error: --keys: `dpu.nosuch`", "not a number of the machine"],
     );
     assert_bad(
-        &pimdes(&[&ARGS[..], &["--keys", ""]].concat()),
-        &["error: --keys: ``", "not a number in the machine file"],
+        &pimdes(&[&ARGS[..], &["--keys", "machine.nosuch"]].concat()),
+        &[
+            "error: --keys: `machine.nosuch`",
+            "not a number of the machine",
+        ],
     );
+    for empty in ["", ",", "ranks,"] {
+        assert_bad(
+            &pimdes(&[&ARGS[..], &["--keys", empty]].concat()),
+            &["error: --keys: an empty key in the list"],
+        );
+    }
     // A key or factor twice would run its variants twice and print duplicate columns.
     assert_bad(
         &pimdes(&[&ARGS[..], &["--keys", "usable_dpus,usable_dpus"]].concat()),
@@ -190,13 +196,18 @@ fn the_runs_warnings_reach_the_study() {
         let w = warnings[0].as_str().unwrap();
         assert!(w.contains("changes nothing in this run: pim-tree"), "{w}");
     }
+    // The baseline's warnings on stderr, as a run's, in the table's mode and in JSON's.
+    let json = pimdes(&[&ARGS[..], &pim_tree, &["--quiet", "--json"]].concat());
     let o = pimdes(&[&ARGS[..], &pim_tree, &["--quiet"]].concat());
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert!(
-        o.stdout.contains("warning (baseline): pim-tree runs here"),
-        "{}",
-        o.stdout
-    );
+    for o in [&json, &o] {
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        assert!(
+            o.stderr.contains("warning: pim-tree runs here"),
+            "{}",
+            o.stderr
+        );
+    }
+    assert!(!o.stdout.contains("pim-tree runs here"), "{}", o.stdout);
     assert_eq!(
         o.stdout
             .matches("not read: host.route_ns_per_query: ")
@@ -221,4 +232,61 @@ fn keys_and_factors_are_read_as_written_and_values_are_clean() {
         .collect();
     // 350 x 0.001 and x 0.3; 0.5 x 0.001 rounds up to one thousandth, 0.5 x 0.3 is 0.15.
     assert_eq!(values, ["0.35", "105.0", "0.001", "0.15"]);
+}
+
+/// The keys are the machine's after its `--set`s, and any key TOML allows is read.
+#[test]
+fn keys_are_found_as_the_machine_has_them() {
+    // A key the file leaves out, given by an override, can be moved.
+    let v1b = "machines/upmem-v1b-400mhz.toml";
+    assert!(
+        !std::fs::read_to_string(v1b)
+            .unwrap()
+            .contains("rank_fixed_us")
+    );
+    let mut args = ARGS.to_vec();
+    args[2] = v1b;
+    let moved = ["--keys", "transfer.rank_fixed_us"];
+    let o = pimdes(&[&args[..], &moved, &["--json", "--quiet"]].concat());
+    assert_bad(
+        &o,
+        &["--keys: `transfer.rank_fixed_us` is not a number of the machine"],
+    );
+    let set = [
+        "--set",
+        "machine.transfer.rank_fixed_us=10",
+        "--json",
+        "--quiet",
+    ];
+    let o = pimdes(&[&args[..], &moved, &set].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let s: Value = serde_json::from_str(&o.stdout).unwrap();
+    let values: Vec<f64> = (s["variants"].as_array().unwrap().iter())
+        .map(|v| v["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(values, [5.0, 20.0]);
+    // A quoted key tagged [est] is moved as the plain one is.
+    let text = std::fs::read_to_string(ARGS[2]).unwrap();
+    let quoted = text.replace("\nthreads_per_rank = 8 ", "\n\"threads_per_rank\" = 8 ");
+    assert_ne!(quoted, text);
+    let dir = std::env::temp_dir().join(format!("pimdes-sensitivity-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("quoted.toml");
+    std::fs::write(&path, quoted).unwrap();
+    args[2] = path.to_str().unwrap();
+    let keys = |args: &[&str]| {
+        let o = pimdes(&[args, &["--factors", "2", "--json", "--quiet"]].concat());
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let s: Value = serde_json::from_str(&o.stdout).unwrap();
+        (s["variants"].as_array().unwrap().iter())
+            .map(|v| v["key"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let found = keys(&args);
+    assert!(
+        found.contains(&"transfer.threads_per_rank".to_owned()),
+        "{found:?}"
+    );
+    assert_eq!(found, keys(&ARGS));
+    let _ = std::fs::remove_dir_all(dir);
 }

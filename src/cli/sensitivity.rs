@@ -42,7 +42,7 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
     let origin = args.common.machine.display().to_string();
     let text = std::fs::read_to_string(&args.common.machine)
         .map_err(|e| InputError::plain(&origin, format!("cannot read the file: {e}")))?;
-    let keys = keys_to_move(&text, &origin, &args.keys)?;
+    let keys = keys_to_move(&text, &origin, &args.keys, &machine)?;
     let estimate = check_run(&machine, &workload, &Limits::host())?;
     let runs = 1 + keys.len() * args.factors.len();
     let what = format!("the study ({runs} runs)");
@@ -75,6 +75,8 @@ pub fn run(args: SensitivityArgs) -> Result<(), Error> {
             );
         }
     })?;
+    // The baseline's warnings go to stderr, as a run's do; each variant's are in the table.
+    super::print_report_warnings(&machine, &s.warnings);
     s.command_line = Some(super::command_line());
     let json = super::json_with_out(&s, args.out.as_deref())?;
     write_stdout(&if args.common.json { json } else { table(&s) })
@@ -142,9 +144,6 @@ fn table(s: &Study) -> String {
             let _ = write!(t, " {cell:>22}");
         }
         t.push('\n');
-    }
-    for w in &s.warnings {
-        let _ = writeln!(t, "warning (baseline): {w}");
     }
     let mut not_read: Vec<&str> = Vec::new();
     for v in &s.variants {

@@ -19,43 +19,53 @@ pub const MAX_KEYS: usize = 200;
 pub const MAX_FACTORS: usize = 8;
 
 /// The dotted keys of `text` (a machine file) whose line carries an `[est]` tag in its
-/// comment, in file order, with their numeric values; keys of other types are skipped.
+/// comment, in file order, with their numeric values; keys of other types are skipped, and so
+/// is a file that is not TOML (its loading reports that). Read with `toml_edit`, which keeps
+/// each value's comment: any key TOML allows (quoted, dotted) is found.
 pub fn estimated_keys(text: &str) -> Vec<(String, toml::Value)> {
-    let mut section = String::new();
     let mut keys = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        // A table header, possibly followed by a comment (machine files have no arrays of
-        // tables; `[[...]]` would not be a machine key's section).
-        let header = line.split('#').next().unwrap_or("").trim();
-        if let Some(name) = header.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = name.trim().trim_matches(['[', ']']).trim().to_owned();
-            continue;
-        }
-        let Some((assignment, comment)) = line.split_once('#') else {
-            continue;
-        };
-        let Some((key, value)) = assignment.split_once('=') else {
-            continue;
-        };
-        if !comment.contains("[est]") {
-            continue;
-        }
-        let Ok(table) = format!("v = {}", value.trim()).parse::<toml::Table>() else {
-            continue;
-        };
-        let value = table["v"].clone();
-        if value.is_integer() || value.is_float() {
-            let key = key.trim();
-            let dotted = if section.is_empty() {
-                key.to_owned()
-            } else {
-                format!("{section}.{key}")
-            };
-            keys.push((dotted, value));
-        }
+    if let Ok(doc) = text.parse::<toml_edit::DocumentMut>() {
+        visit_table(doc.as_table(), "", &mut keys);
     }
     keys
+}
+
+/// Adds the `[est]` keys of `table` (at dotted `path`) and of its sub-tables to `keys`.
+fn visit_table(table: &toml_edit::Table, path: &str, keys: &mut Vec<(String, toml::Value)>) {
+    for (key, item) in table.iter() {
+        let dotted = match path {
+            "" => key.to_owned(),
+            _ => format!("{path}.{key}"),
+        };
+        match item {
+            toml_edit::Item::Table(sub) => visit_table(sub, &dotted, keys),
+            toml_edit::Item::Value(value) => visit_value(value, dotted, keys),
+            _ => {}
+        }
+    }
+}
+
+/// Adds `value` at `dotted` to `keys` when it is a number whose comment is tagged `[est]`,
+/// or the `[est]` keys of an inline table.
+fn visit_value(value: &toml_edit::Value, dotted: String, keys: &mut Vec<(String, toml::Value)>) {
+    let tagged = || {
+        let comment = value.decor().suffix().and_then(|s| s.as_str());
+        comment.is_some_and(|c| c.contains("[est]"))
+    };
+    match value {
+        toml_edit::Value::Integer(i) if tagged() => {
+            keys.push((dotted, toml::Value::Integer(*i.value())));
+        }
+        toml_edit::Value::Float(x) if tagged() => {
+            keys.push((dotted, toml::Value::Float(*x.value())))
+        }
+        toml_edit::Value::InlineTable(t) => {
+            for (key, v) in t.iter() {
+                visit_value(v, format!("{dotted}.{key}"), keys);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// How a machine key's value moves: in whole steps of an integer, in steps of a decimal
@@ -332,12 +342,19 @@ fn load(
     Ok((machine, workload))
 }
 
-/// The keys to move: `given` (dotted machine keys, each a number in the file `text`), or
-/// else every `[est]` key of `text`. `origin` names the file in errors.
-pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<String>, InputError> {
-    let table = toml::Value::Table(crate::config::parse_toml(origin, text)?);
+/// The keys to move: `given` (dotted machine keys, each a number of the machine after its
+/// `--set`s, so a key the file leaves to its default or to an override counts), or else every
+/// `[est]` key of `text`. `origin` names the file in errors.
+pub fn keys_to_move(
+    text: &str,
+    origin: &str,
+    given: &[String],
+    machine: &Machine,
+) -> Result<Vec<String>, InputError> {
+    crate::config::parse_toml(origin, text)?;
     // `machine.` as `--set` writes it is taken too; so are spaces around the commas.
-    let given: Vec<String> = given
+    let typed = given;
+    let given: Vec<String> = typed
         .iter()
         .map(|k| {
             let k = k.trim();
@@ -347,16 +364,18 @@ pub fn keys_to_move(text: &str, origin: &str, given: &[String]) -> Result<Vec<St
     let keys: Vec<String> = if given.is_empty() {
         estimated_keys(text).into_iter().map(|(k, _)| k).collect()
     } else {
+        if given.iter().any(String::is_empty) {
+            return Err(InputError::plain("--keys", "an empty key in the list"));
+        }
         if let Some(key) = crate::config::first_repeated(&given) {
             let reason = format!("{key} is listed twice");
             return Err(InputError::plain("--keys", reason));
         }
-        for key in &given {
-            let number = crate::config::value_at(&table, key)
-                .is_some_and(|v| v.is_integer() || v.is_float());
-            if !number {
+        for (key, typed) in given.iter().zip(typed) {
+            if effective_value(machine, key).is_none() {
                 let reason = format!(
-                    "`{key}` is not a number in the machine file {origin} (give dotted keys such as transfer.host_cap_cpu_dpu_gb_per_s)"
+                    "`{}` is not a number of the machine {origin} (give dotted keys such as transfer.host_cap_cpu_dpu_gb_per_s)",
+                    typed.trim()
                 );
                 return Err(InputError::plain("--keys", reason));
             }
@@ -392,6 +411,10 @@ mod tests {
         let text = "# [est] in a header comment is not a key\nranks = 2 # [est] scaled\nname = \"x\" # [est] not a number\n[dpu]\nclock_mhz = 350 # [meas] measured\n[dpu.dma]\nfixed = 16   # [est] busy\n[host]\npack = 0.25 # [est]\n";
         let keys: Vec<String> = estimated_keys(text).into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["ranks", "dpu.dma.fixed", "host.pack"]);
+        // Any key TOML allows: quoted, dotted, in a header with a comment.
+        let text = "[host] # the host\n\"threads\" = 64 # [est] assumed\ndma.fixed = 3 # [est]\n";
+        let keys: Vec<String> = estimated_keys(text).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["host.threads", "host.dma.fixed"]);
     }
 
     #[test]
