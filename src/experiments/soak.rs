@@ -74,30 +74,36 @@ fn pick<'a, T>(rng: &mut ChaCha8Rng, from: &'a [T]) -> &'a T {
 pub fn draw(seed: u64) -> Case {
     let mut rng = stream(seed, Purpose::Soak, 0);
     let pim_tree = rng.random_range(0..5u32) == 0;
-    let mut sets = draw_machine(&mut rng);
+    let (mut sets, dpus) = draw_machine(&mut rng);
     sets.extend(draw_workload(&mut rng, pim_tree));
     sets.extend(draw_protocol(&mut rng, pim_tree));
     // Drawn last, so that the draws before it are those of the cases before it was added.
-    sets.extend(draw_deviation(&mut rng));
+    sets.extend(draw_deviation(&mut rng, dpus));
     Case { seed, sets }
 }
 
-/// A ZcAmp deviation in one case of four, of a base partition that may not exist or hold
-/// no chunk on the drawn machine (then refused).
-fn draw_deviation(rng: &mut ChaCha8Rng) -> Vec<String> {
+/// A ZcAmp deviation in one case of four, of one of the drawn machine's `dpus` base
+/// partitions (which may hold no chunk, then refused), or in one such case of eight of a base
+/// partition the machine does not have (refused).
+fn draw_deviation(rng: &mut ChaCha8Rng, dpus: u32) -> Vec<String> {
     if rng.random_range(0..4u32) != 0 {
         return Vec::new();
     }
+    let base = match rng.random_range(0..8u32) {
+        0 => rng.random_range(dpus..dpus + 16),
+        _ => rng.random_range(0..dpus),
+    };
     vec![
-        format!("deviation.base_partition={}", rng.random_range(0..16u32)),
+        format!("deviation.base_partition={base}"),
         format!("deviation.factor={}", pick(rng, &[0.5, 2.0, 10.0])),
     ]
 }
 
-fn draw_machine(rng: &mut ChaCha8Rng) -> Vec<String> {
+/// The machine's overrides, and its DPU count.
+fn draw_machine(rng: &mut ChaCha8Rng) -> (Vec<String>, u32) {
     let ranks = rng.random_range(1..=3u32);
     let dpus = rng.random_range(1..=(ranks * 16));
-    vec![
+    let sets = vec![
         format!("machine.ranks={ranks}"),
         format!("machine.usable_dpus={dpus}"),
         format!("machine.host.threads={}", rng.random_range(1..=8u32)),
@@ -110,7 +116,8 @@ fn draw_machine(rng: &mut ChaCha8Rng) -> Vec<String> {
             pick(rng, &[2.0, 4.5, 200.0])
         ),
         format!("machine.dpu.clock_mhz={}", pick(rng, &[100, 350, 1000])),
-    ]
+    ];
+    (sets, dpus)
 }
 
 fn draw_workload(rng: &mut ChaCha8Rng, pim_tree: bool) -> Vec<String> {
