@@ -161,6 +161,38 @@ fn calibrate_transfer_refuses_keys_that_are_not_the_machines() {
         "machine.ranks=80",
     ] {
         let o = pimdes(&["calibrate", "transfer", "--set", set]);
-        assert_bad(&o, &[&format!("--set {set}"), "its size cannot be set"]);
+        let key = format!(
+            "key `{}`",
+            set.split('=')
+                .next()
+                .unwrap()
+                .trim_start_matches("machine.")
+        );
+        assert_bad(
+            &o,
+            &[&format!("--set {set}"), &key, "its size cannot be set"],
+        );
+    }
+}
+
+/// A key the transfer figures do not read is said to change nothing, and indeed does not;
+/// one they read (host.threads bounds the transposes) is not.
+#[test]
+fn calibrate_transfer_warns_of_keys_it_does_not_read() {
+    let plain = pimdes(&["calibrate", "transfer", "--json"]);
+    assert_eq!(plain.code, Some(0), "{}", plain.stderr);
+    for (set, read) in [
+        ("machine.dpu.clock_mhz=1", false),
+        ("machine.host.route_ns_per_query=1000", false),
+        ("machine.host.threads=1", true),
+        ("machine.transfer.call_fixed_us=1", true),
+    ] {
+        let o = pimdes(&["calibrate", "transfer", "--json", "--set", set]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let warned = o
+            .stderr
+            .contains(&format!("warning: --set {set} changes nothing here"));
+        assert_eq!(warned, !read, "{set}: {}", o.stderr);
+        assert_eq!(o.stdout == plain.stdout, !read, "{set}");
     }
 }

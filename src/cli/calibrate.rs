@@ -116,6 +116,10 @@ fn cpu_model() -> String {
 const DEFAULT_MACHINE: &str = include_str!("../../machines/upmem-2538.toml");
 const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2538.toml (embedded)";
 
+/// The machine keys the transfer figures read (each with what lies below it): the transfer
+/// model's, and the host threads that bound the SDK's transposes.
+const TRANSFER_KEYS: [&str; 2] = ["transfer", "host.threads"];
+
 fn transfer(args: TransferArgs) -> Result<(), Error> {
     use crate::config::Override;
     use crate::machine::Machine;
@@ -123,24 +127,24 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
     let mut sets = Vec::new();
     for text in &args.set {
         let o = Override::parse(text)?;
-        if o.strip_prefix("machine").is_none() {
-            return Err(crate::error::InputError::key(
-                format!("--set {text}"),
-                &o.key,
-                "calibrate transfer takes machine keys (machine.*)",
-            )
-            .into());
-        }
+        let Some(key) = o.strip_prefix("machine") else {
+            let reason = "calibrate transfer takes machine keys (machine.*)";
+            return Err(InputError::key(format!("--set {text}"), &o.key, reason).into());
+        };
         // Each figure sets the machine's size itself: the override would be replaced, or
         // would break the cut with an error naming settings the user never gave.
-        let sizing = ["ranks", "dpus_per_rank", "usable_dpus"];
-        if sizing.iter().any(|k| o.strip_prefix("machine") == Some(k)) {
-            return Err(crate::error::InputError::key(
-                format!("--set {text}"),
-                &o.key,
-                "calibrate transfer cuts the machine to each figure's DPUs in ranks of 64, as they were measured; its size cannot be set",
-            )
-            .into());
+        if ["ranks", "dpus_per_rank", "usable_dpus"].contains(&key) {
+            let reason = "calibrate transfer cuts the machine to each figure's DPUs in ranks of 64, as they were measured; its size cannot be set";
+            return Err(InputError::key(format!("--set {text}"), key, reason).into());
+        }
+        let read = |k: &&str| {
+            let under = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|r| r.starts_with('.'));
+            key == *k || under(key, k) || under(k, key)
+        };
+        if !TRANSFER_KEYS.iter().any(read) {
+            eprintln!(
+                "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys and host.threads"
+            );
         }
         sets.push(o);
     }
