@@ -183,3 +183,44 @@ fn the_documented_warning_is_printed() {
     let shown = shown.nth(1).expect("the example's output line");
     assert_eq!(o.stderr.trim_end(), shown);
 }
+
+/// `partition` does no timing and no run: a `--set` of a timing key or of a run's own key is
+/// named as changing nothing, and indeed changes nothing; one of the DPU count is not named.
+#[test]
+fn partition_names_the_keys_it_does_not_read() {
+    let unread = [
+        "machine.dpu.clock_mhz=100",
+        "machine.host.threads=3",
+        "machine.dma.read_latency_fixed_cycles=500",
+        "run.tasklets=4",
+        "run.evaluation=\"tasklet-dynamic\"",
+        "batches.streaming=\"always\"",
+        "batches.max_launches=4",
+    ];
+    let report = |sets: &[&str]| {
+        let o = common::tiny("partition", &["--json", "--quiet"], sets);
+        assert_eq!(o.code, Some(0), "{sets:?}: {}", o.stderr);
+        let mut v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let warnings: Vec<String> = (v["warnings"].as_array().unwrap().iter())
+            .map(|w| w.as_str().unwrap().to_owned())
+            .collect();
+        for key in ["config", "config_fnv1a64", "warnings", "command_line"] {
+            v.as_object_mut().unwrap().remove(key);
+        }
+        (v, warnings)
+    };
+    let sized = ["machine.ranks=1", "machine.usable_dpus=64"];
+    let (want, _) = report(&sized);
+    let (got, warnings) = report(&[&sized[..], &unread].concat());
+    assert_eq!(got, want, "a key named unread moved the partition");
+    let named = |set: &str| {
+        let note = format!("--set {set} changes nothing here");
+        warnings.iter().any(|w| w.starts_with(&note))
+    };
+    for set in unread {
+        assert!(named(set), "{set}: {warnings:?}");
+    }
+    for set in sized {
+        assert!(!named(set), "{set}: {warnings:?}");
+    }
+}

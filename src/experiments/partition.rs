@@ -338,6 +338,44 @@ fn overflow_warning(machine: &Machine, mram: &MramUse, totals: &[u64]) -> Option
     })
 }
 
+/// The machine keys `partition` reads (relative to the machine file): it does no timing.
+const READ_MACHINE_KEYS: [&str; 7] = [
+    "name",
+    "description",
+    "ranks",
+    "dpus_per_rank",
+    "usable_dpus",
+    "dpu.mram_size_bytes",
+    "dpu.max_tasklets",
+];
+
+/// The workload keys of a run alone (`run.index` aside, which `partition` warns of itself).
+const RUN_ONLY_KEYS: [&str; 5] = [
+    "run",
+    "batches.streaming",
+    "batches.stream_fragments",
+    "batches.max_launches",
+    "batches.simulate_warmup",
+];
+
+/// A warning for each `--set` that changes nothing in `partition`: a machine key beside the
+/// DPU count and MRAM size (no timing is done), a run's own workload key.
+fn unread_overrides(machine: &Machine, workload: &Workload) -> Vec<String> {
+    // `a` is `b` or lies under it.
+    let under = |a: &str, b: &str| a == b || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'));
+    let machine_sets = (machine.attribution.overrides.iter())
+        .filter(|(k, _)| !READ_MACHINE_KEYS.iter().any(|r| under(k, r) || under(r, k)));
+    let machine_why = "partition does no timing: of the machine it reads the DPU count, the MRAM size and the tasklet limit";
+    let run_sets = (workload.attribution.overrides.iter())
+        .filter(|(k, _)| RUN_ONLY_KEYS.iter().any(|r| under(k, r)) && !under(k, "run.index"));
+    let run_why =
+        "partition does no run: it reads the data, the queries and the partitioner's keys";
+    (machine_sets.map(|(_, text)| (text, machine_why)))
+        .chain(run_sets.map(|(_, text)| (text, run_why)))
+        .map(|(text, why)| format!("--set {text} changes nothing here: {why}"))
+        .collect()
+}
+
 /// The report of a placement: imbalance factors, loads and the MRAM each DPU needs.
 fn report(
     machine: &Machine,
@@ -356,6 +394,7 @@ fn report(
         );
     }
     warnings.extend(placed.warnings);
+    warnings.extend(unread_overrides(machine, workload));
     warnings.extend(overflow_warning(machine, &mram, &totals));
     let measured: Vec<u64> = workload.measured_batch_indices().collect();
     let hot_share = placed
