@@ -514,9 +514,13 @@ const MILLICYCLE_KEYS: [&str; 2] = [
 ];
 
 /// The step a fractional machine key moves in (dotted, without `machine.`), if it has one:
-/// 0.001 for the per-byte cycle costs, `None` for a number taken as given.
+/// 0.001 for the per-byte cycle costs, a picosecond for the durations in ns and us, `None`
+/// for a number taken as given.
 pub fn decimal_step(key: &str) -> Option<f64> {
-    MILLICYCLE_KEYS.contains(&key).then_some(0.001)
+    if MILLICYCLE_KEYS.contains(&key) || key.ends_with("_ns") || key.contains("_ns_per_") {
+        return Some(0.001);
+    }
+    (key.ends_with("_us") || key.contains("_us_per_")).then_some(0.000001)
 }
 
 /// A per-byte cycle cost, kept exactly in thousandths of a cycle.
@@ -534,10 +538,32 @@ fn millicycles(source: &Source, key: &str, value: f64) -> Result<u64, InputError
     Ok(milli as u64)
 }
 
-/// Microseconds -> picoseconds (rounded to the nearest picosecond).
+/// Microseconds -> picoseconds, the simulation's resolution: a value of a fraction of a
+/// picosecond is refused, not rounded (0.0000001 us had become 0 unsaid).
 fn us_to_time(source: &Source, key: &str, value: f64) -> Result<Time, InputError> {
     let value = in_range_f64(source, key, value, 0.0, 1e9)?;
-    Ok(Time((value * 1e6).round() as u64))
+    whole_ps(source, key, value, 1e6, "0.000001 us").map(Time)
+}
+
+/// `value` times `ps_per_unit`, which must be a whole number of picoseconds (to float
+/// precision); `step` says the unit's smallest step in the error.
+fn whole_ps(
+    source: &Source,
+    key: &str,
+    value: f64,
+    ps_per_unit: f64,
+    step: &str,
+) -> Result<u64, InputError> {
+    let ps = value * ps_per_unit;
+    let fraction = (ps - ps.round()).abs() > 1e-6_f64.max(ps * 1e-15);
+    if fraction || (ps > 0.0 && ps.round() == 0.0) {
+        let reason = format!(
+            "{} is not a whole number of picoseconds, the simulation's resolution: give it in steps of {step}",
+            shown(value)
+        );
+        return Err(source.error_at(key, reason));
+    }
+    Ok(ps.round() as u64)
 }
 
 /// GB/s (10^9 bytes per second) -> bytes per second; must be positive.
@@ -546,10 +572,10 @@ fn gb_per_s(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
     Ok((value * 1e9).round() as u64)
 }
 
-/// Nanoseconds -> picoseconds (rounded to the nearest picosecond).
+/// Nanoseconds -> picoseconds (a fraction of a picosecond refused, as in [`us_to_time`]).
 fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
     let value = in_range_f64(source, key, value, 0.0, 1e9)?;
-    Ok((value * 1e3).round() as u64)
+    whole_ps(source, key, value, 1e3, "0.001 ns")
 }
 
 /// Advice for a `--set` of `ranks` or `dpus_per_rank` that left the file's `usable_dpus`

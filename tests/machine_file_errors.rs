@@ -52,9 +52,40 @@ fn out_of_range_values_name_the_override_and_key() {
 }
 
 #[test]
-fn inexact_per_byte_costs_are_refused_not_rounded() {
+fn inexact_per_byte_costs_and_durations_are_refused_not_rounded() {
     let o = with_set("machine.dma.latency_cycles_per_byte=0.0005");
     assert_bad(&o, &["dma.latency_cycles_per_byte", "multiple of 0.001"]);
+    // Durations are whole picoseconds: a fraction of one had been rounded, to 0 unsaid.
+    let sub_ps = "is not a whole number of picoseconds";
+    for (set, step) in [
+        (
+            "machine.host.route_ns_per_query=0.0001",
+            "steps of 0.001 ns",
+        ),
+        ("machine.host.pack_ns_per_byte=0.2505", "steps of 0.001 ns"),
+        (
+            "machine.host.merge_ns_per_result=1e-300",
+            "steps of 0.001 ns",
+        ),
+        (
+            "machine.transfer.call_fixed_us=1e-7",
+            "steps of 0.000001 us",
+        ),
+    ] {
+        let key = set
+            .split('=')
+            .next()
+            .unwrap()
+            .trim_start_matches("machine.");
+        assert_bad(&with_set(set), &[&format!("key `{key}`"), sub_ps, step]);
+    }
+    for exact in [
+        "machine.host.route_ns_per_query=0.001",
+        "machine.transfer.call_fixed_us=0.000001",
+    ] {
+        let o = with_set(exact);
+        assert_eq!(o.code, Some(0), "{exact}: {}", o.stderr);
+    }
 }
 
 #[test]
