@@ -344,6 +344,10 @@ impl Machine {
 
     fn validate(raw: RawMachine, source: &Source) -> Result<Machine, InputError> {
         let s = &raw;
+        // The name heads every report and table: an empty one leaves them unlabelled.
+        if s.name.trim().is_empty() {
+            return Err(source.error_at("name", "is empty: name the machine"));
+        }
         if s.ranks == 0 {
             return Err(source.error_at("ranks", "must be at least 1"));
         }
@@ -594,10 +598,7 @@ fn shrunk_advice(source: &Source, total: u64) -> String {
 /// `n` DPUs in words: "1 DPU", "2 DPUs" (for messages and table headers; a machine may
 /// have one DPU).
 pub fn dpus_phrase(n: impl Into<u64>) -> String {
-    match n.into() {
-        1 => "1 DPU".to_string(),
-        n => format!("{n} DPUs"),
-    }
+    crate::config::counted(n, "DPU")
 }
 
 /// The memory sizes a machine file gives in whole 8-byte words (the DPU's 64-bit word;

@@ -135,6 +135,16 @@ fn unknown_keys_and_wrong_types_name_the_key() {
 }
 
 #[test]
+fn an_empty_name_is_refused() {
+    for set in ["machine.name=\"\"", "machine.name=\"  \""] {
+        assert_bad(
+            &with_set(set),
+            &[&format!("--set {set}"), "key `name`: is empty"],
+        );
+    }
+}
+
+#[test]
 fn a_file_missing_a_section_names_the_file_and_the_key() {
     let path = machine_file("no-dma.toml", |t| {
         let start = t.find("[dma]").unwrap();

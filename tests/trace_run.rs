@@ -270,6 +270,10 @@ fn bad_trace_flags_are_input_errors() {
             "--trace-batches: `3..3` holds no batch",
         ),
         (
+            vec!["--trace", p, "--trace-batches", "9..2"],
+            "--trace-batches: `9..2` holds no batch",
+        ),
+        (
             vec!["--trace", p, "--trace-batches", "0..99"],
             "`0..99` reaches past the run's last batch, 4",
         ),

@@ -122,6 +122,12 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
     let ranges = format!(
         "give one batch `A` or a range `A..B` of batches A to B - 1, such as `0..{total}` for all"
     );
+    // An empty or reversed range first: its start may lie past the end for that reason alone.
+    if range.start >= range.end && text.contains("..") {
+        return Err(bad(format!(
+            "`{text}` holds no batch: `A..B` is batches A to B - 1, such as `0..{total}` for all of the run's batches 0 to {last}"
+        )));
+    }
     if range.start >= total {
         return Err(bad(format!(
             "`{text}` is not among the run's batches 0 to {last} (warm-up first): {ranges}"
@@ -130,11 +136,6 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
     if range.end > total {
         return Err(bad(format!(
             "`{text}` reaches past the run's last batch, {last} (warm-up first): {ranges}"
-        )));
-    }
-    if range.start >= range.end {
-        return Err(bad(format!(
-            "`{text}` holds no batch: `A..B` is batches A to B - 1, such as `0..{total}` for all of the run's batches 0 to {last}"
         )));
     }
     if !workload.simulates(range.start) {

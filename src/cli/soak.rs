@@ -58,9 +58,9 @@ pub fn run(args: SoakArgs) -> Result<(), Error> {
     drop(progress);
     let _ = writeln!(
         text,
-        "soak from seed {}: {} cases, {held} held every invariant, {refused} refused as infeasible input, {} failed",
+        "soak from seed {}: {}, {held} held every invariant, {refused} refused as infeasible input, {} failed",
         args.seed,
-        args.cases,
+        crate::config::counted(args.cases, "case"),
         failed.len()
     );
     write_stdout(&text)?;

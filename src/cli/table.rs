@@ -45,8 +45,14 @@ pub fn partition_report(r: &PartitionReport) -> String {
             format!("{} / {:.0}", r.max_pairs_per_dpu, r.mean_pairs_per_dpu),
         ),
         (
-            "queries per DPU (max / mean)",
-            format!("{} / {:.1}", r.max_queries_per_dpu, r.mean_queries_per_dpu),
+            // The largest in any measured batch, the mean over DPUs and batches (so their
+            // ratio is not IF_q, a mean of each batch's ratio).
+            "queries per DPU-batch (max / mean)",
+            format!(
+                "{} / {}",
+                r.max_queries_per_dpu,
+                mean_shown(r.mean_queries_per_dpu)
+            ),
         ),
         (
             "busiest DPU's queries on its hot tree",
@@ -158,7 +164,7 @@ fn run_heading(r: &crate::experiments::run::RunReport) -> String {
         ""
     };
     format!(
-        "{} on {} ({}, {} tasklets){partitioner}, {} pairs, {up_to}{} {} queries per batch, skew {}, seed {}",
+        "{} on {} ({}, {}){partitioner}, {} pairs, {up_to}{} {} queries per batch, skew {}, seed {}",
         match r.index.as_str() {
             "b+forest" => "B+-Forest",
             "pim-tree" => "PIM-tree",
@@ -166,7 +172,7 @@ fn run_heading(r: &crate::experiments::run::RunReport) -> String {
         },
         r.config.machine.name,
         dpus_phrase(r.dpus),
-        r.tasklets,
+        crate::config::counted(r.tasklets, "tasklet"),
         w.data.pairs,
         r.queries_per_batch,
         w.queries.kind.name(),
@@ -317,9 +323,28 @@ pub fn run_comparison(rows: &[crate::experiments::run::RunReport]) -> String {
     s
 }
 
+/// A mean count: one decimal, or three significant digits below 1 (a mean of 0.0078 queries
+/// per DPU had read 0.0).
+fn mean_shown(mean: f64) -> String {
+    match mean {
+        m if m > 0.0 && m < 1.0 => format!("{m:.2e}")
+            .parse::<f64>()
+            .map_or(format!("{m}"), |x| x.to_string()),
+        m => format!("{m:.1}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::queries_per_s;
+    use super::{mean_shown, queries_per_s};
+
+    #[test]
+    fn a_mean_below_one_keeps_three_digits() {
+        assert_eq!(mean_shown(1.0 / 128.0), "0.00781");
+        assert_eq!(mean_shown(0.5), "0.5");
+        assert_eq!(mean_shown(0.0), "0.0");
+        assert_eq!(mean_shown(1022.43), "1022.4");
+    }
 
     #[test]
     fn a_throughput_keeps_its_digits_at_any_rate() {

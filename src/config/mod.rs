@@ -215,6 +215,15 @@ pub fn shown(x: f64) -> String {
     }
 }
 
+/// `n` and its noun, plural but for one: `1 tasklet`, `16 tasklets` (for nouns whose
+/// plural takes an `s`).
+pub fn counted(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 /// The first item of `items` that an earlier one equals: a value listed twice.
 pub fn first_repeated<T: PartialEq>(items: &[T]) -> Option<&T> {
     (1..items.len()).find_map(|i| items[..i].contains(&items[i]).then_some(&items[i]))

@@ -821,10 +821,10 @@ impl Workload {
         }
         if self.chunks() < dpus as u64 {
             let reason = format!(
-                "{} pairs in chunks of {} make {} chunks, fewer than the machine's {dpus} DPUs; lower chunk_pairs, raise data.pairs or use fewer DPUs",
+                "{} pairs in chunks of {} make {}, fewer than the machine's {dpus} DPUs; lower chunk_pairs, raise data.pairs or use fewer DPUs",
                 self.pairs,
                 self.chunk_pairs,
-                self.chunks()
+                crate::config::counted(self.chunks(), "chunk")
             );
             return Err(blame(&["partition.chunk_pairs", "data.pairs"], reason));
         }
