@@ -18,10 +18,13 @@ pub const MAX_DPUS: u64 = 1 << 16;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawMachine {
+    #[schemars(length(min = 1))]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[schemars(range(min = 1))]
     pub ranks: u64,
+    #[schemars(range(min = 1, max = 256))]
     pub dpus_per_rank: u64,
     /// DPUs that work; the rest are faulty and disabled. Defaults to all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

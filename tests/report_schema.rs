@@ -197,12 +197,24 @@ fn the_schemas_reject_what_pimdes_would_not_write_or_read() {
         !validate(&schema("machine"), &machine).is_empty(),
         "unknown key"
     );
+    // The bounds pimdes checks: an empty name, no rank, no measured batch.
+    let mut machine: Value = toml::from_str(include_str!("../machines/paper-2rank.toml")).unwrap();
+    let errors = |m: &Value| validate(&schema("machine"), m);
+    machine["name"] = Value::from("");
+    assert_eq!(errors(&machine), ["$.name: \"\" is shorter than 1"]);
+    machine["name"] = Value::from("m");
+    machine["ranks"] = Value::from(0);
+    assert_eq!(errors(&machine), ["$.ranks: 0 is below 1"]);
+    let mut workload: Value = toml::from_str(include_str!("../workloads/tiny.toml")).unwrap();
+    workload["batches"]["measured"] = Value::from(0);
+    let errors = validate(&schema("workload"), &workload);
+    assert_eq!(errors, ["$.batches.measured: 0 is below 1"]);
 }
 
 /// The errors of `value` against `schema`, for the subset of JSON Schema 2020-12 that
 /// schemars writes: `$ref` into `$defs`, `type`, `properties`, `required`,
 /// `additionalProperties`, `items`, `const`, `enum`, `oneOf`, `anyOf`, `allOf`, `if`/`then`,
-/// `minimum`, `maximum`. Anything else in a schema is an error, so the test cannot pass by
+/// `minimum`, `maximum`, `minLength`. Anything else in a schema is an error, so the test cannot pass by
 /// ignoring a rule.
 fn validate(schema: &Value, value: &Value) -> Vec<String> {
     let mut errors = Vec::new();
@@ -249,7 +261,13 @@ fn value_rule(rule: &str, arg: &Value, v: &Value, at: &str, errors: &mut Vec<Str
         "maximum" if v.as_f64().is_some_and(|x| x > arg.as_f64().unwrap()) => {
             errors.push(format!("{at}: {v} is above {arg}"));
         }
-        "const" | "enum" | "minimum" | "maximum" | "then" => {}
+        "minLength"
+            if v.as_str()
+                .is_some_and(|t| (t.chars().count() as u64) < arg.as_u64().unwrap()) =>
+        {
+            errors.push(format!("{at}: {v} is shorter than {arg}"));
+        }
+        "const" | "enum" | "minimum" | "maximum" | "minLength" | "then" => {}
         "$schema" | "$defs" | "title" | "description" | "format" | "default" => {}
         _ => return false,
     }

@@ -18,7 +18,8 @@ pub struct MachineConfig {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MicrobenchReport {
-    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    /// The version of the report's format (`crate::experiments::REPORT_SCHEMA_VERSION`): a
+    /// reader compares it before reading the rest.
     pub schema_version: u32,
     /// The suite asked for (`all` for every suite; each record names its own).
     pub suite: String,
@@ -29,7 +30,8 @@ pub struct MicrobenchReport {
     /// The command line that made the report, when a command made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_line: Option<String>,
-    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    /// FNV-1a (64 bits, hex) of `config` as compact JSON with sorted keys: equal exactly
+    /// when the configurations are.
     pub config_fnv1a64: String,
     pub config: MachineConfig,
     /// What the user should know, also printed on stderr: the machine's warnings (a

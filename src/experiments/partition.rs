@@ -60,7 +60,8 @@ pub struct MramUse {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PartitionReport {
-    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    /// The version of the report's format (`crate::experiments::REPORT_SCHEMA_VERSION`): a
+    /// reader compares it before reading the rest.
     pub schema_version: u32,
     pub partitioner: String,
     pub dpus: u32,
@@ -93,7 +94,8 @@ pub struct PartitionReport {
     /// The command line that made the report, when a command made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_line: Option<String>,
-    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    /// FNV-1a (64 bits, hex) of `config` as compact JSON with sorted keys: equal exactly
+    /// when the configurations are.
     pub config_fnv1a64: String,
     pub config: EffectiveConfig,
 }

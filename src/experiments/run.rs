@@ -169,7 +169,8 @@ impl WallClock {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunReport {
-    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    /// The version of the report's format (`crate::experiments::REPORT_SCHEMA_VERSION`): a
+    /// reader compares it before reading the rest.
     pub schema_version: u32,
     pub index: String,
     /// The index's own keys (B+-Forest: `partitioner`, `imbalance`, `policies`).
@@ -231,7 +232,8 @@ pub struct RunReport {
     /// point) made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_line: Option<String>,
-    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    /// FNV-1a (64 bits, hex) of `config` as compact JSON with sorted keys: equal exactly
+    /// when the configurations are.
     pub config_fnv1a64: String,
     pub config: EffectiveConfig,
     pub host: HostFacts,

@@ -169,7 +169,8 @@ pub struct Variant {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Study {
-    /// See [`crate::experiments::REPORT_SCHEMA_VERSION`].
+    /// The version of the report's format (`crate::experiments::REPORT_SCHEMA_VERSION`): a
+    /// reader compares it before reading the rest.
     pub schema_version: u32,
     pub baseline: Figures,
     /// What the baseline run warns of (every variant shares its inputs, so these hold for
@@ -184,7 +185,8 @@ pub struct Study {
     /// The command line that made the study, when a command made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_line: Option<String>,
-    /// Hash of `config` (see [`crate::experiments::config_fnv1a64`]).
+    /// FNV-1a (64 bits, hex) of `config` as compact JSON with sorted keys: equal exactly
+    /// when the configurations are.
     pub config_fnv1a64: String,
     /// The unchanged run's effective configuration.
     pub config: crate::experiments::partition::EffectiveConfig,

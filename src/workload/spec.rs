@@ -126,6 +126,7 @@ pub struct RawRun {
     #[serde(default = "default_index")]
     pub index: String,
     #[serde(default = "default_tasklets")]
+    #[schemars(range(min = 1, max = 1024))]
     pub tasklets: u64,
     #[serde(default = "default_routing")]
     pub routing: String,
@@ -136,6 +137,7 @@ pub struct RawRun {
     #[serde(default)]
     pub launch: LaunchMode,
     #[serde(default = "default_in_flight")]
+    #[schemars(range(min = 1, max = 4))]
     pub batches_in_flight: u64,
     #[serde(default)]
     pub arrival: ArrivalMode,
@@ -168,9 +170,11 @@ impl Default for RawRun {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawData {
+    #[schemars(range(min = 1, max = 68_719_476_736_u64))]
     pub pairs: u64,
     /// Values are uniform in [0, value_domain); absent means the full 64-bit range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub value_domain: Option<u64>,
 }
 
@@ -193,8 +197,10 @@ pub enum KeyLaw {
 #[serde(deny_unknown_fields)]
 pub struct RawQueries {
     pub kind: QueryKind,
+    #[schemars(range(min = 1, max = 1_100_000_000))]
     pub batch_size: u64,
     pub skew: f64,
+    #[schemars(range(max = 24))]
     pub prefix_bits: u32,
     #[serde(default)]
     pub distribution: KeyLaw,
@@ -205,18 +211,22 @@ pub struct RawQueries {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawBatches {
+    #[schemars(range(min = 1))]
     pub warmup: u64,
+    #[schemars(range(min = 1))]
     pub measured: u64,
     #[serde(default)]
     pub streaming: Streaming,
     /// Streamed batches: fragments a group of DPUs holds at once (host memory is about 55
     /// bytes per fragment of this; see `index::bforest::stream`).
     #[serde(default = "default_stream_fragments")]
+    #[schemars(range(min = 1, max = 4_294_967_296_u64))]
     pub stream_fragments: u64,
     /// B+-Forest: the most launches a DPU's share of one batch may be split into when its
     /// query and result buffers do not fit in MRAM beside its trees (1: never split, such a
     /// batch is refused).
     #[serde(default = "default_max_launches")]
+    #[schemars(range(min = 1, max = 1024))]
     pub max_launches: u32,
     /// Whether warm-up batches' DPUs are simulated (`false`: each is drawn, routed and run
     /// on the system model with kernels that take no time; the first still feeds the
@@ -252,14 +262,14 @@ pub const MAX_LAUNCHES: u32 = 1024;
 /// Upper bound on `batches.stream_fragments` (about 230 GB of host memory).
 pub const MAX_STREAM_FRAGMENTS: u64 = 1 << 32;
 
-/// Whether B+-Forest holds a run's batches in memory or streams them (see
-/// [`Workload::streams`]).
+/// Whether B+-Forest holds a run's batches in memory or streams them (`Workload::streams`
+/// decides).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Streaming {
-    /// Stream when the run's queries (all batches) exceed [`STREAM_ABOVE_QUERIES`].
+    /// Stream when the run's queries (all batches) exceed 64 Mi (`STREAM_ABOVE_QUERIES`).
     #[default]
     Auto,
     /// Always stream: each batch is drawn again for each group of DPUs.
@@ -289,9 +299,11 @@ pub struct RawPartition {
     /// Partitioner used when no `--partitioner` flag is given.
     #[serde(default = "default_partitioner")]
     pub partitioner: String,
+    #[schemars(range(min = 1))]
     pub alpha: u64,
     pub data_cap: f64,
     #[serde(default = "default_chunk_pairs")]
+    #[schemars(range(min = 1))]
     pub chunk_pairs: u64,
     /// Count a range query at both of its ends (+1 each), as the authors' code does.
     #[serde(default)]
