@@ -118,3 +118,32 @@ fn chunk_partitioners_and_runs_refuse_pair_granularity() {
     ]);
     assert_bad(&o, &["partition.granularity", "unknown variant `key`"]);
 }
+
+/// The table's first line names what shapes the partitioning: the partitioner's own keys
+/// (only those it reads), pair granularity and a ZcAmp deviation.
+#[test]
+fn the_table_header_names_the_settings_that_shape_the_partitioning() {
+    let header = |partitioner: &str, sets: &[&str]| {
+        let o = common::tiny(
+            "partition",
+            &["--partitioner", partitioner, "--quiet"],
+            sets,
+        );
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        o.stdout.lines().next().unwrap().to_owned()
+    };
+    let capped = header("ccp-capped", &[]);
+    assert!(capped.contains("skew 1, data_cap 1.1, seed 7"), "{capped}");
+    let zcamp = ["deviation.base_partition=3", "deviation.factor=10"];
+    let gated = [&zcamp[..], &["partition.double_scan_gates=true"]].concat();
+    let qdd = header("qdd-double-scan", &gated);
+    assert!(
+        qdd.contains(", alpha 10, double-scan gates, ZcAmp(b_3, 10), seed 7"),
+        "{qdd}"
+    );
+    let pairs = header("data-balanced", &["partition.granularity=pair"]);
+    assert!(
+        pairs.contains("skew 1, pair granularity, seed 7"),
+        "{pairs}"
+    );
+}

@@ -8,16 +8,10 @@ use std::fmt::Write;
 pub fn partition_report(r: &PartitionReport) -> String {
     let mut s = String::new();
     let w = &r.config.workload;
-    // Alpha only for the partitioners that read it.
-    let reads_alpha = crate::partition::by_name(&r.partitioner)
-        .is_some_and(|p| p.tuning_keys().contains(&"partition.alpha"));
-    let alpha = match reads_alpha {
-        true => format!(", alpha {}", w.partition.alpha),
-        false => String::new(),
-    };
+    let tuning = tuning_phrase(r);
     let _ = writeln!(
         s,
-        "partitioner {} on {} ({}), workload: {} pairs, {} {} queries per batch, skew {}{alpha}, seed {}",
+        "partitioner {} on {} ({}), workload: {} pairs, {} {} queries per batch, skew {}{tuning}, seed {}",
         r.partitioner,
         r.config.machine.name,
         dpus_phrase(r.dpus),
@@ -321,6 +315,34 @@ pub fn run_comparison(rows: &[crate::experiments::run::RunReport]) -> String {
     }
     let _ = writeln!(s, "(times in ms: mean over the measured batches)");
     s
+}
+
+/// The settings that shape this partitioning beside the workload's size and skew: the
+/// partitioner's own tuning keys (only those it reads), pair granularity and a ZcAmp
+/// deviation, each `, name value`.
+fn tuning_phrase(r: &PartitionReport) -> String {
+    let p = &r.config.workload.partition;
+    let reads = |key: &str| {
+        crate::partition::by_name(&r.partitioner).is_some_and(|q| q.tuning_keys().contains(&key))
+    };
+    let mut phrase = String::new();
+    if reads("partition.alpha") {
+        let _ = write!(phrase, ", alpha {}", p.alpha);
+    }
+    if reads("partition.data_cap") {
+        let _ = write!(phrase, ", data_cap {}", shown(p.data_cap));
+    }
+    if reads("partition.double_scan_gates") && p.double_scan_gates {
+        phrase.push_str(", double-scan gates");
+    }
+    if p.granularity == crate::workload::spec::Granularity::Pair {
+        phrase.push_str(", pair granularity");
+    }
+    if let Some(d) = &r.config.workload.deviation {
+        let (base, factor) = (d.base_partition, shown(d.factor));
+        let _ = write!(phrase, ", ZcAmp(b_{base}, {factor})");
+    }
+    phrase
 }
 
 /// A mean count: one decimal, or three significant digits below 1 (a mean of 0.0078 queries
