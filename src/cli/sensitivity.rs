@@ -123,7 +123,20 @@ fn table(s: &Study) -> String {
             .fold(0.0f64, |m, c| m.max(c.abs()))
     };
     keys.sort_by(|a, b| largest(b).total_cmp(&largest(a)));
+    let (m, w) = (&s.config.machine, &s.config.workload);
     let mut t = format!(
+        "sensitivity of {} on {}, partitioner {}: {} pairs, {} {} queries per batch, skew {}, seed {}\n",
+        w.run.index,
+        m.name,
+        w.partition.partitioner,
+        w.data.pairs,
+        w.queries.batch_size,
+        w.queries.kind.name(),
+        crate::config::shown(w.queries.skew),
+        w.seed
+    );
+    let _ = write!(
+        t,
         "baseline batch time {:.1} us; change of the batch time with each parameter times",
         s.baseline.batch_time_us
     );
