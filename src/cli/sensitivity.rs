@@ -107,6 +107,22 @@ fn check_factors(factors: &[f64]) -> Result<(), InputError> {
 }
 
 /// The study as a table: one line per key, the keys that move the batch time most first.
+/// The table's first line: what the study moves the parameters of.
+fn heading(s: &Study) -> String {
+    let (m, w) = (&s.config.machine, &s.config.workload);
+    format!(
+        "sensitivity of {} on {}, partitioner {}: {} pairs, {} {} queries per batch, skew {}, seed {}\n",
+        w.run.index,
+        m.name,
+        w.partition.partitioner,
+        w.data.pairs,
+        w.queries.batch_size,
+        w.queries.kind.name(),
+        crate::config::shown(w.queries.skew),
+        w.seed
+    )
+}
+
 fn table(s: &Study) -> String {
     let mut keys: Vec<&str> = Vec::new();
     for v in &s.variants {
@@ -123,18 +139,7 @@ fn table(s: &Study) -> String {
             .fold(0.0f64, |m, c| m.max(c.abs()))
     };
     keys.sort_by(|a, b| largest(b).total_cmp(&largest(a)));
-    let (m, w) = (&s.config.machine, &s.config.workload);
-    let mut t = format!(
-        "sensitivity of {} on {}, partitioner {}: {} pairs, {} {} queries per batch, skew {}, seed {}\n",
-        w.run.index,
-        m.name,
-        w.partition.partitioner,
-        w.data.pairs,
-        w.queries.batch_size,
-        w.queries.kind.name(),
-        crate::config::shown(w.queries.skew),
-        w.seed
-    );
+    let mut t = heading(s);
     let _ = write!(
         t,
         "baseline batch time {:.1} us; change of the batch time with each parameter times",
