@@ -153,11 +153,13 @@ impl GetKernel {
         for _ in 0..HASH_SLOTS {
             t.mram_read(l.hash_table.base + slot * 8, b.word, 8).await?;
             let node = t.wram_read_u64(b.word)? >> 32;
-            t.compute(PER_PROBE_INSTRUCTIONS).await?;
             if node == 0 {
+                t.compute(PER_PROBE_INSTRUCTIONS).await?;
                 return Ok(None);
             }
-            t.mram_read(node, b.word, 8).await?;
+            // The compute and the read of the node it found, in one request.
+            t.compute_then_mram_read(PER_PROBE_INSTRUCTIONS, node, b.word, 8)
+                .await?;
             if t.wram_read_u64(b.word)? == key {
                 // p_get_key and p_get_value read the node's words separately.
                 t.mram_read(node, b.word, 8).await?;
