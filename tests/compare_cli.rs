@@ -138,7 +138,10 @@ fn different_configurations_and_bad_files_are_refused() {
     let o = compare(&a, &other, &["--rtol", "1"]);
     assert_bad(
         &o,
-        &["different configurations", "`config.workload.queries.skew`"],
+        &[
+            "different configurations",
+            "`config.workload.queries.skew`, 1.0 in BASE and 0.8 in NEW",
+        ],
     );
 
     // A report of another version of the report shape is not compared metric by metric.
@@ -210,4 +213,41 @@ fn different_configurations_and_bad_files_are_refused() {
         &["`nope.mean` is not a metric of"],
     );
     assert_bad(&compare(&a, &a, &["--rtol=-1"]), &["--rtol"]);
+}
+
+/// What a later pimdes or a person changes in a configuration without changing a result:
+/// a key written with its default (a snapshot from before the key existed lacks it), a
+/// description. Neither stops the comparison; an unknown key still does.
+#[test]
+fn a_defaulted_key_or_a_description_is_not_another_configuration() {
+    let d = dir("compare_defaults");
+    let a = d.join("a.json");
+    run_to(&a, &[]);
+    let defaulted = d.join("defaulted.json");
+    edit(&a, &defaulted, |v| {
+        let batches = v["config"]["workload"]["batches"].as_object_mut().unwrap();
+        assert!(batches.remove("streaming").is_some());
+        v["config"]["workload"]["description"] = "another text".into();
+        v["config"]["machine"]["description"] = "a machine".into();
+    });
+    let o = compare(&a, &defaulted, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let changed = d.join("changed.json");
+    edit(&a, &changed, |v| {
+        v["config"]["workload"]["batches"]["streaming"] = "always".into();
+    });
+    let o = compare(&a, &changed, &[]);
+    assert_bad(
+        &o,
+        &["`config.workload.batches.streaming`, \"auto\" in BASE and \"always\" in NEW"],
+    );
+    let unknown = d.join("unknown.json");
+    edit(&a, &unknown, |v| {
+        v["config"]["workload"]["batches"]["new_key"] = 1.into()
+    });
+    let o = compare(&a, &unknown, &[]);
+    assert_bad(
+        &o,
+        &["`config.workload.batches.new_key`, absent in BASE and 1 in NEW"],
+    );
 }

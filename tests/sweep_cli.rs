@@ -172,7 +172,7 @@ fn list_lines_run_alone_in_any_order_make_the_same_files() {
     // The sweeps compare equal point by point; a slower point is caught.
     let o = pimdes(&["compare", s(&whole), s(&listed)]);
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
-    assert!(o.stdout.contains("over 4 point(s)"), "{}", o.stdout);
+    assert!(o.stdout.contains("over 4 points"), "{}", o.stdout);
     let name = "partition.partitioner=qdd-greedy,queries.skew=1.json";
     let mut v: Value =
         serde_json::from_str(&std::fs::read_to_string(listed.join(name)).unwrap()).unwrap();
@@ -502,7 +502,8 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     sweep(&["--collect", s(&listed)]);
     let table = |dir: &Path| std::fs::read_to_string(dir.join("results.csv")).unwrap();
     assert_eq!(table(&listed), table(&out));
-    // A refused point against a run result of its configuration is not a silent pass.
+    // A refused point against a run result of its configuration is not a silent pass: the
+    // point changed (exit 1), and the line says how.
     let mut ran: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("data.pairs=100000.json")).unwrap())
             .unwrap();
@@ -514,19 +515,31 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         s(&out.join("data.pairs=1500000.json")),
         s(&ran_path),
     ]);
-    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    let reason = refused["refused"]["reason"].as_str().unwrap();
+    let line = o
+        .stdout
+        .lines()
+        .find(|l| l.contains("refused.reason"))
+        .unwrap_or("");
     assert!(
-        o.stderr.contains("a refused point and pimdes run"),
+        line.contains(&format!("{reason:?}")) && line.contains("\"(ran)\""),
         "{}",
-        o.stderr
+        o.stdout
     );
+    let o = pimdes(&[
+        "compare",
+        s(&ran_path),
+        s(&out.join("data.pairs=1500000.json")),
+    ]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
     // Two refusals compare by their key and reason: another DPU or size is a change.
     let refused_path = out.join("data.pairs=1500000.json");
     let o = pimdes(&["compare", s(&refused_path), s(&refused_path)]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(
         o.stdout
-            .contains("2 metrics over 1 point(s) compared, 0 moved"),
+            .contains("2 metrics over 1 point compared, 0 moved"),
         "{}",
         o.stdout
     );
@@ -551,11 +564,7 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         "batch_time_us.mean",
     ]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert!(
-        o.stdout.contains("1 metrics over 2 point(s)"),
-        "{}",
-        o.stdout
-    );
+    assert!(o.stdout.contains("1 metric over 2 points"), "{}", o.stdout);
     let o = pimdes(&[
         "compare",
         s(&out),

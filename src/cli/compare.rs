@@ -13,8 +13,8 @@ pub const EXIT_REGRESSION: i32 = 1;
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The reference: a result file (`pimdes run --out`/`--json`, `pimdes partition --json`)
-    /// or a sweep directory (`pimdes sweep --out`).
+    /// The reference: a result file (the JSON of `pimdes run`, `partition`, `microbench` or
+    /// `sensitivity`, or a sweep's refused point) or a sweep directory (`pimdes sweep --out`).
     #[arg(value_name = "BASE")]
     base: PathBuf,
     /// The result or sweep directory to check against BASE.
@@ -38,7 +38,7 @@ fn tolerance(args: &CompareArgs) -> Result<Tolerance, InputError> {
         if !(v.is_finite() && v >= 0.0) {
             return Err(InputError::plain(
                 flag,
-                format!("{v} is not a non-negative number"),
+                format!("{v} is not a finite number, 0 or more"),
             ));
         }
     }
@@ -146,11 +146,11 @@ fn report(c: &Comparison, base: &Path, new: &Path) -> String {
         ));
     }
     out.push_str(&format!(
-        "{} vs {}: {} metrics over {} point(s) compared, {} moved, {} outside tolerance\n",
+        "{} vs {}: {} over {} compared, {} moved, {} outside tolerance\n",
         base.display(),
         new.display(),
-        c.compared,
-        c.points,
+        crate::config::counted(c.compared as u64, "metric"),
+        crate::config::counted(c.points as u64, "point"),
         c.moved.len(),
         c.regressions()
     ));

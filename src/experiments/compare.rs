@@ -112,7 +112,7 @@ pub fn load_result(path: &Path) -> Result<Value, InputError> {
     if !is_result {
         return Err(InputError::plain(
             &origin,
-            "not a pimdes result: expected the JSON object of `pimdes run --json` or `pimdes partition --json` (with `config` and `version`)",
+            "not a pimdes result: expected the JSON object of `pimdes run`, `partition`, `microbench` or `sensitivity` (`--json`), or a sweep's refused point (with `config` and `version`)",
         ));
     }
     Ok(value)
@@ -162,8 +162,11 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
-/// Where a refused point's record says why (`refused.key`, `refused.reason`).
-const REFUSAL: &str = "refused.";
+/// Whether the text at `path` says why something was refused: a refused point's
+/// `refused.key` and `refused.reason`, a sensitivity variant's `variants[i].refused`.
+fn is_refusal(path: &str) -> bool {
+    path.starts_with("refused.") || path.ends_with(".refused")
+}
 
 /// Every comparable leaf under `value`, with its path, in the value's (sorted) key order.
 fn leaves(value: &Value, prefix: &str, out: &mut Vec<(String, Leaf)>) {
@@ -187,7 +190,7 @@ fn leaves(value: &Value, prefix: &str, out: &mut Vec<(String, Leaf)>) {
         )),
         Value::Bool(b) => out.push((prefix.to_owned(), Leaf::Bool(*b))),
         Value::Null => out.push((prefix.to_owned(), Leaf::Null)),
-        Value::String(t) if prefix.starts_with(REFUSAL) => {
+        Value::String(t) if is_refusal(prefix) => {
             out.push((prefix.to_owned(), Leaf::Text(t.clone())));
         }
         Value::String(_) => {}
@@ -262,25 +265,49 @@ fn measured(result: &Value) -> Vec<(&'static str, Value)> {
     out
 }
 
-/// A result's configuration without the keys that change no measured figure: whether
-/// warm-up batches were simulated (docs/run.md), so a run may be compared with one that
-/// left them unsimulated.
+/// A result's configuration as this pimdes reads it, without the keys that change no
+/// measured figure. The machine and the workload are read and written again, so a key a
+/// later pimdes added with its default compares equal to its absence (a snapshot written
+/// before the key existed stays comparable); a part this pimdes cannot read is compared as
+/// written. Left out: whether warm-up batches were simulated (docs/run.md), so a run may
+/// be compared with one that left them unsimulated, and the free-text descriptions.
 fn measured_config(result: &Value) -> Value {
     let mut config = result["config"].clone();
+    normalised::<crate::machine::RawMachine>(&mut config, "machine");
+    normalised::<crate::workload::spec::RawWorkload>(&mut config, "workload");
     if let Some(batches) = config
         .pointer_mut("/workload/batches")
         .and_then(Value::as_object_mut)
     {
         batches.remove("simulate_warmup");
     }
+    for part in ["machine", "workload"] {
+        if let Some(map) = config.get_mut(part).and_then(Value::as_object_mut) {
+            map.remove("description");
+        }
+    }
     config
+}
+
+/// Replaces `config[part]` by itself read as a `T` and written again (defaults filled in),
+/// when it reads as one.
+fn normalised<T: serde::de::DeserializeOwned + serde::Serialize>(config: &mut Value, part: &str) {
+    let Some(value) = config.get_mut(part) else {
+        return;
+    };
+    let read = serde_json::from_value::<T>(value.clone()).ok();
+    if let Some(again) = read.and_then(|t| serde_json::to_value(t).ok()) {
+        *value = again;
+    }
 }
 
 /// Refuses two results that cannot be compared metric by metric: different commands,
 /// suites or studies, configurations or report versions (the command first: two commands'
 /// configurations differ anyway).
 fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
-    if kind(base.1) != kind(new.1) {
+    // A point refused on one side only is a change of the point, compared as such.
+    let refused_once = is_refused(base.1) != is_refused(new.1);
+    if kind(base.1) != kind(new.1) && !refused_once {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
@@ -308,12 +335,19 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
             ),
         ));
     }
-    if let Some(key) = first_difference(&measured_config(base.1), &measured_config(new.1), "config")
-    {
+    let (a, b) = (measured_config(base.1), measured_config(new.1));
+    if let Some(key) = first_difference(&a, &b, "config") {
+        let at = |c: &Value| {
+            let pointer = config_pointer(&key);
+            c.pointer(&pointer)
+                .map_or("absent".to_owned(), |v| v.to_string())
+        };
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
-                "the results have different configurations (first difference: `{key}`); compare results of the same configuration"
+                "the results have different configurations (first difference: `{key}`, {} in BASE and {} in NEW); compare results of the same configuration",
+                at(&a),
+                at(&b)
             ),
         ));
     }
@@ -329,6 +363,12 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         ));
     }
     Ok(())
+}
+
+/// The JSON pointer into a configuration of a dotted `config.a.b[2]` path.
+fn config_pointer(key: &str) -> String {
+    let rest = key.strip_prefix("config").unwrap_or(key);
+    rest.replace(['.', '['], "/").replace(']', "")
 }
 
 /// Which of two results of different report versions this pimdes did not write: the one
@@ -387,6 +427,9 @@ pub(crate) fn compare_results(
     metrics: &[String],
 ) -> Result<Comparison, InputError> {
     check_comparable(base, new)?;
+    if is_refused(base.1) != is_refused(new.1) {
+        return Ok(refused_once(base.1, new.1));
+    }
     let mut old = Vec::new();
     leaves(base.1, "", &mut old);
     let mut fresh = Vec::new();
@@ -411,6 +454,28 @@ pub(crate) fn compare_results(
         .cloned()
         .collect();
     Ok(out)
+}
+
+/// The comparison of a point that ran on one side and was refused on the other: one
+/// metric, `refused.reason`, moved (the run's side reads "(ran)").
+fn refused_once(base: &Value, new: &Value) -> Comparison {
+    let reason = |r: &Value| match r.pointer("/refused/reason").and_then(Value::as_str) {
+        Some(text) => Leaf::Text(text.to_owned()),
+        None => Leaf::Text("(ran)".to_owned()),
+    };
+    Comparison {
+        compared: 1,
+        points: 1,
+        moved: vec![Moved {
+            point: None,
+            path: "refused.reason".to_owned(),
+            old: reason(base),
+            new: Some(reason(new)),
+            allowed: None,
+            within: false,
+        }],
+        added: Vec::new(),
+    }
 }
 
 /// Compares two result files.
@@ -548,6 +613,16 @@ mod tests {
             compare_results(("a", &study("x", 2.0)), ("b", &study("x", 3.0)), t, &[]).unwrap_err();
         assert!(e.reason.contains("(factors: [2.0] and [3.0])"), "{e}");
         assert!(compare_results(("a", &study("x", 2.0)), ("b", &study("x", 2.0)), t, &[]).is_ok());
+        // A variant's refusal is compared by its text, as a refused point's.
+        let refused = |reason: &str| {
+            json!({"config": {}, "factors": [2.0],
+                   "variants": [{"key": "x", "factor": 2.0, "refused": reason}]})
+        };
+        let c = compare_results(("a", &refused("DPU 14")), ("b", &refused("DPU 3")), t, &[]);
+        let moved = c.unwrap().moved;
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert_eq!(moved[0].path, "variants[0].refused");
+        assert_eq!(moved[0].new, Some(Leaf::Text("DPU 3".into())));
     }
 
     #[test]
