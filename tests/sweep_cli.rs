@@ -579,6 +579,15 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         "{}",
         o.stderr
     );
+    // An index without points compares nothing: refused, not passed.
+    let empty = d.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let mut index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    index["points"] = Value::Array(Vec::new());
+    std::fs::write(empty.join("sweep.json"), index.to_string()).unwrap();
+    let o = pimdes(&["compare", s(&empty), s(&empty)]);
+    assert_bad(&o, &["the sweeps hold no point: nothing to compare"]);
 }
 
 #[test]

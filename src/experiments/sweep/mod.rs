@@ -500,6 +500,12 @@ pub fn compare_sweeps(
             ),
         ));
     }
+    if fa.is_empty() {
+        return Err(InputError::plain(
+            format!("{} and {}", base.display(), new.display()),
+            "the sweeps hold no point: nothing to compare (a CI check that compares nothing would pass)",
+        ));
+    }
     let mut total = Comparison::default();
     // A metric is asked of the points that have metrics: a refused point has none.
     let mut held = vec![false; metrics.len()];
