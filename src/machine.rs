@@ -554,7 +554,7 @@ fn us_to_time(source: &Source, key: &str, value: f64) -> Result<Time, InputError
 
 /// `value` times `ps_per_unit`, which must be a whole number of picoseconds (to float
 /// precision); `step` says the unit's smallest step in the error.
-fn whole_ps(
+pub(crate) fn whole_ps(
     source: &Source,
     key: &str,
     value: f64,

@@ -496,3 +496,24 @@ fn a_value_of_the_wrong_type_says_what_the_key_takes() {
         ],
     );
 }
+
+#[test]
+fn a_poll_interval_below_a_picosecond_is_refused_not_rounded() {
+    let sets = [
+        "--set",
+        "run.launch=\"async\"",
+        "--set",
+        "run.poll_interval_us=0.0000001",
+    ];
+    let args = [
+        &["run", "--machine", MACHINE, "--workload", WORKLOAD][..],
+        &sets,
+    ]
+    .concat();
+    let o = pimdes(&args);
+    let reason = "1e-7 is not a whole number of picoseconds";
+    assert_bad(
+        &o,
+        &["key `run.poll_interval_us`", reason, "steps of 0.000001 us"],
+    );
+}

@@ -502,6 +502,12 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     sweep(&["--collect", s(&listed)]);
     let table = |dir: &Path| std::fs::read_to_string(dir.join("results.csv")).unwrap();
     assert_eq!(table(&listed), table(&out));
+    recorded_refusals_compare(&d, &out, &refused);
+}
+
+/// How `compare` treats the refused point `refused` of the sweep in `out`: against a run of
+/// its configuration, another command's result, itself, another refusal, and in sweeps.
+fn recorded_refusals_compare(d: &Path, out: &Path, refused: &Value) {
     // A refused point against a run result of its configuration is not a silent pass: the
     // point changed (exit 1), and the line says how.
     let mut ran: Value =
@@ -527,12 +533,23 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
         "{}",
         o.stdout
     );
-    let o = pimdes(&[
-        "compare",
-        s(&ran_path),
-        s(&out.join("data.pairs=1500000.json")),
-    ]);
+    let refused_file = out.join("data.pairs=1500000.json");
+    let o = pimdes(&["compare", s(&ran_path), s(&refused_file)]);
     assert_eq!(o.code, Some(1), "{}", o.stderr);
+    // A metric is asked of the side that ran, whichever order the files come in.
+    for (a, b) in [(&refused_file, &ran_path), (&ran_path, &refused_file)] {
+        let o = pimdes(&["compare", s(a), s(b), "--metric", "batch_time_us"]);
+        assert_eq!(o.code, Some(1), "{}", o.stderr);
+    }
+    // Against another command's result, a refused point is not a change but bad input.
+    let bench = pimdes(&["microbench", "arithmetic", "--quiet", "--json"]);
+    let bench_path = d.join("bench.json");
+    std::fs::write(&bench_path, bench.stdout).unwrap();
+    let o = pimdes(&["compare", s(&refused_file), s(&bench_path)]);
+    assert_bad(
+        &o,
+        &["different commands (a refused point and pimdes microbench)"],
+    );
     // Two refusals compare by their key and reason: another DPU or size is a change.
     let refused_path = out.join("data.pairs=1500000.json");
     let o = pimdes(&["compare", s(&refused_path), s(&refused_path)]);
@@ -558,8 +575,8 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     // while a metric no measured point has is still a mistake.
     let o = pimdes(&[
         "compare",
-        s(&out),
-        s(&out),
+        s(out),
+        s(out),
         "--metric",
         "batch_time_us.mean",
     ]);
@@ -567,8 +584,8 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     assert!(o.stdout.contains("1 metric over 2 points"), "{}", o.stdout);
     let o = pimdes(&[
         "compare",
-        s(&out),
-        s(&out),
+        s(out),
+        s(out),
         "--metric",
         "batch_time_us.meen",
     ]);

@@ -305,8 +305,11 @@ fn normalised<T: serde::de::DeserializeOwned + serde::Serialize>(config: &mut Va
 /// suites or studies, configurations or report versions (the command first: two commands'
 /// configurations differ anyway).
 fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
-    // A point refused on one side only is a change of the point, compared as such.
-    let refused_once = is_refused(base.1) != is_refused(new.1);
+    // A point refused on one side only is a change of the point, compared as such; the
+    // other side must be a result of a command a sweep runs (the refused point's record
+    // does not say which: `run` and `partition` share the configuration's shape).
+    let ran = |r: &Value| is_result_of(r, "run") || is_result_of(r, "partition");
+    let refused_once = (is_refused(base.1) && ran(new.1)) || (ran(base.1) && is_refused(new.1));
     if kind(base.1) != kind(new.1) && !refused_once {
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
@@ -487,9 +490,16 @@ pub fn compare_files(
 ) -> Result<Comparison, InputError> {
     let a = load_result(base)?;
     let b = load_result(new)?;
+    // A metric is asked of the side that has metrics when BASE is a refused point (which
+    // has none), so that the order of the files does not decide the exit code.
     let mut held = vec![false; metrics.len()];
-    mark_metrics(&a, metrics, &mut held);
-    check_metrics(&base.display().to_string(), metrics, &held)?;
+    let asked = if is_refused(&a) && !is_refused(&b) {
+        (&b, new)
+    } else {
+        (&a, base)
+    };
+    mark_metrics(asked.0, metrics, &mut held);
+    check_metrics(&asked.1.display().to_string(), metrics, &held)?;
     compare_results(
         (&base.display().to_string(), &a),
         (&new.display().to_string(), &b),

@@ -383,7 +383,8 @@ fn check_fixed_costs(machine: &Machine, workload: &Workload) -> Result<(), Input
     ))
 }
 
-/// The run's own poll interval, picoseconds (0 when it uses the machine's).
+/// The run's own poll interval, picoseconds (0 when it uses the machine's; a whole number of
+/// them, as validated).
 fn poll_ps(workload: &Workload) -> u64 {
     workload
         .poll_interval_us

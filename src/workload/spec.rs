@@ -588,6 +588,10 @@ fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
             ),
         );
     }
+    if let Some(us) = r.poll_interval_us {
+        // Whole picoseconds, as the machine's durations: 1e-7 us had polled every 0 ps.
+        crate::machine::whole_ps(source, "run.poll_interval_us", us, 1e6, "0.000001 us")?;
+    }
     Ok(queries_per_s)
 }
 
