@@ -14,6 +14,12 @@ use std::path::Path;
 /// few GiB of host memory, where the former 2^20 ran a 24 GiB machine out of memory.
 pub const MAX_DPUS: u64 = 1 << 16;
 
+/// Upper bound on `dpu.max_tasklets` (UPMEM DPUs run at most 24).
+pub const MAX_DPU_TASKLETS: u64 = 32;
+
+/// Upper bound on `host.threads`.
+pub const MAX_HOST_THREADS: u64 = 4096;
+
 /// The machine file as written (after `--set machine.*` overrides).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +34,7 @@ pub struct RawMachine {
     pub dpus_per_rank: u64,
     /// DPUs that work; the rest are faulty and disabled. Defaults to all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub usable_dpus: Option<u64>,
     pub dpu: RawDpu,
     pub dma: RawDma,
@@ -40,6 +47,7 @@ pub struct RawMachine {
 pub struct RawDpu {
     pub mram_size_bytes: u64,
     pub clock_mhz: f64,
+    #[schemars(range(min = 1, max = MAX_DPU_TASKLETS))]
     pub max_tasklets: u64,
     pub wram_size_bytes: u64,
     pub iram_instructions: u64,
@@ -153,6 +161,7 @@ pub enum SwitchMode {
 #[serde(deny_unknown_fields)]
 pub struct RawHost {
     pub cpu: String,
+    #[schemars(range(min = 1, max = MAX_HOST_THREADS))]
     pub threads: u64,
     pub route_ns_per_query: f64,
     pub merge_ns_per_result: f64,
@@ -638,7 +647,13 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
     let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, 1.0, 10_000.0)?;
     // At most 32: the pipeline's exact arithmetic works in units of 1/lcm(11, 1..=tasklets)
     // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
-    let max_tasklets = in_range(source, "dpu.max_tasklets", d.max_tasklets, 1, 32)?;
+    let max_tasklets = in_range(
+        source,
+        "dpu.max_tasklets",
+        d.max_tasklets,
+        1,
+        MAX_DPU_TASKLETS,
+    )?;
     let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
     check_words(source, "dpu.wram_size_bytes", wram)?;
     let iram = in_range(
@@ -1141,7 +1156,7 @@ fn check_per_dpu_costs(t: &TransferParams, dpus: u64, source: &Source) -> Result
 fn validate_host(h: &RawHost, source: &Source) -> Result<HostParams, InputError> {
     Ok(HostParams {
         cpu: h.cpu.clone(),
-        threads: in_range(source, "host.threads", h.threads, 1, 4096)? as u32,
+        threads: in_range(source, "host.threads", h.threads, 1, MAX_HOST_THREADS)? as u32,
         route_ps_per_query: ns_to_ps(source, "host.route_ns_per_query", h.route_ns_per_query)?,
         merge_ps_per_result: ns_to_ps(source, "host.merge_ns_per_result", h.merge_ns_per_result)?,
         pack_ps_per_byte: ns_to_ps(source, "host.pack_ns_per_byte", h.pack_ns_per_byte)?,

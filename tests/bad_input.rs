@@ -243,6 +243,15 @@ fn base_partition_out_of_range() {
             "0 to 1011",
         ],
     );
+    // Fewer DPUs from the machine's --set put the partition out of range: both are named.
+    let sets = [
+        "deviation.base_partition=3",
+        "deviation.factor=10",
+        "machine.usable_dpus=2",
+    ];
+    let o = partition(&sets.iter().flat_map(|s| ["--set", s]).collect::<Vec<_>>());
+    let named = "--set deviation.base_partition=3 and --set machine.usable_dpus=2";
+    assert_bad(&o, &[named, "0 to 1"]);
 }
 
 #[test]
@@ -408,7 +417,7 @@ fn machine_too_small_for_a_microbenchmark_names_the_key() {
             "error: --set machine.dpu.wram_size_bytes=512: key `dpu.wram_size_bytes`",
             "WRAM overflow",
             "DPU 0",
-            "the stacks of 1 tasklet(s) (",
+            "the stacks of 1 tasklet (",
         ],
     );
     assert!(!o.stderr.contains("simulator bug"), "{}", o.stderr);

@@ -120,7 +120,7 @@ fn partition_results_compare_and_a_lost_flag_is_a_regression() {
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     assert!(
         o.stdout
-            .contains("1 metric(s) only in NEW, not compared: imbalance.new_metric"),
+            .contains("1 metric only in NEW, not compared: imbalance.new_metric"),
         "{}",
         o.stdout
     );

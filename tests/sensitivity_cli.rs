@@ -208,7 +208,7 @@ fn the_runs_warnings_reach_the_study() {
         );
     }
     assert!(!o.stdout.contains("pim-tree runs here"), "{}", o.stdout);
-    let head = "sensitivity of pim-tree on paper-2rank, partitioner qdd-double-scan: 600000 pairs, 2000 range-count-if queries per batch, skew 1, seed 7\n";
+    let head = "sensitivity of pim-tree on paper-2rank: 600000 pairs, 2000 range-count-if queries per batch, skew 1, seed 7\n";
     assert!(o.stdout.starts_with(head), "{}", o.stdout);
     assert_eq!(
         o.stdout

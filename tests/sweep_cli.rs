@@ -117,7 +117,7 @@ fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
     std::fs::copy(killed.join(names[3]), killed.join(names[2])).unwrap();
     let o = sweep(&[s(&m), "--out", s(&killed), "--jobs", "2"]);
     assert!(
-        o.stdout.contains("4 point(s)") && o.stdout.contains("2 run, 2 up to date"),
+        o.stdout.contains("4 points in") && o.stdout.contains("2 run, 2 up to date"),
         "{}",
         o.stdout
     );
@@ -573,22 +573,10 @@ fn recorded_refusals_compare(d: &Path, out: &Path, refused: &Value) {
     );
     // A metric is asked of the measured points: the refused one has none and is skipped,
     // while a metric no measured point has is still a mistake.
-    let o = pimdes(&[
-        "compare",
-        s(out),
-        s(out),
-        "--metric",
-        "batch_time_us.mean",
-    ]);
+    let o = pimdes(&["compare", s(out), s(out), "--metric", "batch_time_us.mean"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(o.stdout.contains("1 metric over 2 points"), "{}", o.stdout);
-    let o = pimdes(&[
-        "compare",
-        s(out),
-        s(out),
-        "--metric",
-        "batch_time_us.meen",
-    ]);
+    let o = pimdes(&["compare", s(out), s(out), "--metric", "batch_time_us.meen"]);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(
         o.stderr

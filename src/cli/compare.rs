@@ -141,8 +141,8 @@ fn report(c: &Comparison, base: &Path, new: &Path) -> String {
             names.push_str(&format!(" and {} more", c.added.len() - SHOWN));
         }
         out.push_str(&format!(
-            "{} metric(s) only in NEW, not compared: {names}\n",
-            c.added.len()
+            "{} only in NEW, not compared: {names}\n",
+            crate::config::counted(c.added.len() as u64, "metric")
         ));
     }
     out.push_str(&format!(

@@ -317,8 +317,8 @@ fn execute(
         n => format!(", {n} refused"),
     };
     let mut summary = format!(
-        "{} point(s) in {}: {ran} run{refused_text}, {} up to date\n",
-        outcomes.len(),
+        "{} in {}: {ran} run{refused_text}, {} up to date\n",
+        crate::config::counted(outcomes.len() as u64, "point"),
         dir.display(),
         outcomes.len() - ran - refused
     );

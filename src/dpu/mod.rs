@@ -246,7 +246,8 @@ impl Dpu {
         if stacks + globals > p.wram_size_bytes as u64 {
             return Err(KernelError::WramOverflow {
                 what: format!(
-                    "the stacks of {tasklets} tasklet(s) ({} bytes each) and {globals} bytes of globals",
+                    "the stacks of {} ({} bytes each) and {globals} bytes of globals",
+                    crate::config::counted(tasklets, "tasklet"),
                     p.stack_bytes_per_tasklet
                 ),
                 requested_bytes: stacks + globals,

@@ -19,7 +19,8 @@ pub const MAX_KEYS: usize = 200;
 pub const MAX_FACTORS: usize = 8;
 
 /// The dotted keys of `text` (a machine file) whose line carries an `[est]` tag in its
-/// comment, in file order, with their numeric values; keys of other types are skipped, and so
+/// comment, table by table (a nested table's keys within its parent's), with their numeric
+/// values; keys of other types are skipped, and so
 /// is a file that is not TOML (its loading reports that). Read with `toml_edit`, which keeps
 /// each value's comment: any key TOML allows (quoted, dotted) is found.
 pub fn estimated_keys(text: &str) -> Vec<(String, toml::Value)> {

@@ -545,7 +545,7 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
         );
     }
     check_tasklets(machine, workload)?;
-    workload.check_deviation(machine.dpus)?;
+    workload.check_deviation(machine.dpus, &machine.attribution)?;
     let layout = Layout::new(workload.tasklets);
     if layout.end > machine.mram_size_bytes {
         return Err(machine.attribution.error_at(

@@ -9,6 +9,12 @@ use std::path::Path;
 /// Upper bounds that keep every loop and allocation bounded.
 pub const MAX_PAIRS: u64 = 1 << 36;
 pub const MAX_BATCH_SIZE: u64 = 1_100_000_000;
+
+/// Upper bound on `run.tasklets` before the machine's own `dpu.max_tasklets` applies.
+pub const MAX_RUN_TASKLETS: u64 = 1024;
+
+/// Upper bound on `queries.prefix_bits` (2^24 key prefixes).
+pub const MAX_PREFIX_BITS: u32 = 24;
 // A fragment's origin (its query's index in the batch) is a u32.
 const _: () = assert!(MAX_BATCH_SIZE <= u32::MAX as u64);
 pub const MAX_BATCHES: u64 = 100_000;
@@ -126,7 +132,7 @@ pub struct RawRun {
     #[serde(default = "default_index")]
     pub index: String,
     #[serde(default = "default_tasklets")]
-    #[schemars(range(min = 1, max = 1024))]
+    #[schemars(range(min = 1, max = MAX_RUN_TASKLETS))]
     pub tasklets: u64,
     #[serde(default = "default_routing")]
     pub routing: String,
@@ -137,7 +143,7 @@ pub struct RawRun {
     #[serde(default)]
     pub launch: LaunchMode,
     #[serde(default = "default_in_flight")]
-    #[schemars(range(min = 1, max = 4))]
+    #[schemars(range(min = 1, max = MAX_BATCHES_IN_FLIGHT))]
     pub batches_in_flight: u64,
     #[serde(default)]
     pub arrival: ArrivalMode,
@@ -170,7 +176,7 @@ impl Default for RawRun {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawData {
-    #[schemars(range(min = 1, max = 68_719_476_736_u64))]
+    #[schemars(range(min = 1, max = MAX_PAIRS))]
     pub pairs: u64,
     /// Values are uniform in [0, value_domain); absent means the full 64-bit range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -197,10 +203,10 @@ pub enum KeyLaw {
 #[serde(deny_unknown_fields)]
 pub struct RawQueries {
     pub kind: QueryKind,
-    #[schemars(range(min = 1, max = 1_100_000_000))]
+    #[schemars(range(min = 1, max = MAX_BATCH_SIZE))]
     pub batch_size: u64,
     pub skew: f64,
-    #[schemars(range(max = 24))]
+    #[schemars(range(max = MAX_PREFIX_BITS))]
     pub prefix_bits: u32,
     #[serde(default)]
     pub distribution: KeyLaw,
@@ -220,13 +226,13 @@ pub struct RawBatches {
     /// Streamed batches: fragments a group of DPUs holds at once (host memory is about 55
     /// bytes per fragment of this; see `index::bforest::stream`).
     #[serde(default = "default_stream_fragments")]
-    #[schemars(range(min = 1, max = 4_294_967_296_u64))]
+    #[schemars(range(min = 1, max = MAX_STREAM_FRAGMENTS))]
     pub stream_fragments: u64,
     /// B+-Forest: the most launches a DPU's share of one batch may be split into when its
     /// query and result buffers do not fit in MRAM beside its trees (1: never split, such a
     /// batch is refused).
     #[serde(default = "default_max_launches")]
-    #[schemars(range(min = 1, max = 1024))]
+    #[schemars(range(min = 1, max = MAX_LAUNCHES))]
     pub max_launches: u32,
     /// Whether warm-up batches' DPUs are simulated (`false`: each is drawn, routed and run
     /// on the system model with kernels that take no time; the first still feeds the
@@ -427,10 +433,10 @@ fn check_data_and_queries(raw: &RawWorkload, source: &Source) -> Result<(), Inpu
             ),
         );
     }
-    if q.prefix_bits > 24 {
+    if q.prefix_bits > MAX_PREFIX_BITS {
         return err(
             "queries.prefix_bits",
-            format!("{} must be between 0 and 24", q.prefix_bits),
+            format!("{} must be between 0 and {MAX_PREFIX_BITS}", q.prefix_bits),
         );
     }
     if q.kind.is_range() && q.range_pairs == 0 {
@@ -551,11 +557,11 @@ fn checked_deviation(
 /// The `[run]` checks; the arrival rate of an open-loop run.
 fn check_run(r: &RawRun, source: &Source) -> Result<Option<f64>, InputError> {
     let err = |key: &str, reason: String| Err(source.error_at(key, reason));
-    if r.tasklets == 0 || r.tasklets > 1024 {
+    if r.tasklets == 0 || r.tasklets > MAX_RUN_TASKLETS {
         return err(
             "run.tasklets",
             format!(
-                "{} is not between 1 and 1024 (and a run takes at most the machine's dpu.max_tasklets)",
+                "{} is not between 1 and {MAX_RUN_TASKLETS} (and a run takes at most the machine's dpu.max_tasklets)",
                 r.tasklets
             ),
         );
@@ -823,11 +829,7 @@ impl Workload {
     /// that names an existing base partition. `machine` is where the machine's DPU count
     /// came from: an override of it that broke a rule is named beside the workload's.
     pub fn check_against_dpus(&self, dpus: u32, machine: &Attribution) -> Result<(), InputError> {
-        let blame = |keys: &[&str], reason: String| {
-            let parts: [(&Attribution, &[&str]); 2] =
-                [(&self.attribution, keys), (machine, &DPU_COUNT_KEYS)];
-            blame_rule(&parts, (&self.attribution, keys[0]), reason)
-        };
+        let blame = |keys: &[&str], reason| self.blame_with_dpus(keys, machine, reason);
         if self.pairs < dpus as u64 {
             let reason = format!(
                 "{} pairs are fewer than the machine's {dpus} DPUs",
@@ -844,35 +846,44 @@ impl Workload {
             );
             return Err(blame(&["partition.chunk_pairs", "data.pairs"], reason));
         }
-        self.check_deviation(dpus)
+        self.check_deviation(dpus, machine)
+    }
+
+    /// The error of a rule between the workload's `keys` and the machine's DPU count: every
+    /// `--set` of either side that decided it is named, else the file at `keys[0]`.
+    fn blame_with_dpus(&self, keys: &[&str], machine: &Attribution, reason: String) -> InputError {
+        let parts: [(&Attribution, &[&str]); 2] =
+            [(&self.attribution, keys), (machine, &DPU_COUNT_KEYS)];
+        blame_rule(&parts, (&self.attribution, keys[0]), reason)
     }
 
     /// A deviation must name a base partition of the machine's `dpus` that holds at least
     /// one chunk (the chunks are cut into one base partition per DPU; with fewer chunks than
     /// DPUs, which PIM-tree allows, some hold none and have no keys to amplify).
-    pub fn check_deviation(&self, dpus: u32) -> Result<(), InputError> {
+    pub fn check_deviation(&self, dpus: u32, machine: &Attribution) -> Result<(), InputError> {
         let Some(dev) = &self.deviation else {
             return Ok(());
         };
         let (p, dpus) = (dev.base_partition, u64::from(dpus));
         if p >= dpus {
-            return Err(self.attribution.error_at(
-                "deviation.base_partition",
-                format!(
-                    "{p} is out of range: base partitions are numbered 0 to {} (one per DPU)",
-                    dpus - 1
-                ),
-            ));
+            let reason = format!(
+                "{p} is out of range: base partitions are numbered 0 to {} (one per DPU)",
+                dpus - 1
+            );
+            return Err(self.blame_with_dpus(&["deviation.base_partition"], machine, reason));
         }
         let chunks = self.chunks();
         if (p + 1) * chunks / dpus == p * chunks / dpus {
-            return Err(self.attribution.error_at_any(
-                &["deviation.base_partition", "data.pairs", "partition.chunk_pairs"],
-                format!(
-                    "base partition {p} holds no chunk: {} pairs in chunks of {} make {chunks} chunks for {dpus} DPUs, so some base partitions are empty; choose another, or more chunks",
-                    self.pairs, self.chunk_pairs
-                ),
-            ));
+            let reason = format!(
+                "base partition {p} holds no chunk: {} pairs in chunks of {} make {chunks} chunks for {dpus} DPUs, so some base partitions are empty; choose another, or more chunks",
+                self.pairs, self.chunk_pairs
+            );
+            let keys = [
+                "deviation.base_partition",
+                "data.pairs",
+                "partition.chunk_pairs",
+            ];
+            return Err(self.blame_with_dpus(&keys, machine, reason));
         }
         Ok(())
     }
