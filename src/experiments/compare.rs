@@ -31,14 +31,15 @@ impl Tolerance {
 
 /// A comparable leaf of a result: numbers by tolerance, the rest by equality. Strings
 /// (names, the version, warnings) are not compared: they are not measurements, except a
-/// refused point's key and reason, which are all it has to say.
+/// refusal's text (a refused point's key and reason, a sensitivity variant's `refused`),
+/// which is all it has to say.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Leaf {
     Number(f64),
     Bool(bool),
     /// A number that could not be computed (NaN is written as null).
     Null,
-    /// A refusal's text (`refused.key`, `refused.reason`).
+    /// A refusal's text (`refused.key`, `refused.reason`, `variants[i].refused`).
     Text(String),
 }
 
