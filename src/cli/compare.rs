@@ -92,10 +92,13 @@ fn number(x: f64) -> String {
 }
 
 fn row(m: &Moved) -> [String; 6] {
-    let path = match &m.point {
+    let mut path = match &m.point {
         Some(p) => format!("{p}: {}", m.path),
         None => m.path.clone(),
     };
+    if let Some(item) = &m.item {
+        path.push_str(&format!(" ({item})"));
+    }
     [
         path,
         m.old.to_string(),

@@ -61,6 +61,9 @@ pub struct Moved {
     pub point: Option<String>,
     /// Dotted path, with `[i]` for array elements: `imbalance.queries_per_batch[0]`.
     pub path: String,
+    /// What the microbenchmark record or sensitivity variant the path lies in measured
+    /// (`op=add tasklets=1 type=int32`), when it lies in one.
+    pub item: Option<String>,
     pub old: Leaf,
     /// `None` when NEW lacks the metric.
     pub new: Option<Leaf>,
@@ -221,6 +224,7 @@ fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> O
     Some(Moved {
         point: None,
         path: path.to_owned(),
+        item: None,
         old: old.clone(),
         new: new.cloned(),
         allowed,
@@ -434,6 +438,7 @@ pub(crate) fn compare_results(
     if is_refused(base.1) != is_refused(new.1) {
         return Ok(refused_once(base.1, new.1));
     }
+    check_items(base, new)?;
     let mut old = Vec::new();
     leaves(base.1, "", &mut old);
     let mut fresh = Vec::new();
@@ -449,8 +454,12 @@ pub(crate) fn compare_results(
             continue;
         }
         out.compared += 1;
-        out.moved
-            .extend(compare_leaf(path, leaf, fresh.get(path), tol));
+        out.moved.extend(
+            compare_leaf(path, leaf, fresh.get(path), tol).map(|m| Moved {
+                item: item_of(base.1, path),
+                ..m
+            }),
+        );
     }
     let known: std::collections::BTreeSet<&str> = old.iter().map(|(p, _)| p.as_str()).collect();
     out.added = (fresh.keys())
@@ -458,6 +467,60 @@ pub(crate) fn compare_results(
         .cloned()
         .collect();
     Ok(out)
+}
+
+/// The arrays whose elements are paired by position: a microbenchmark's records, a
+/// sensitivity study's variants.
+const ITEMS: [&str; 2] = ["records", "variants"];
+
+/// What an element of [`ITEMS`] measured: a record's text and whole-number fields but its
+/// suite and bound (`direction=read size_bytes=8 tasklets=1`), a variant's key and factor.
+fn identity(item: &Value) -> String {
+    let Some(map) = item.as_object() else {
+        return String::new();
+    };
+    let shown = |(k, v): (&String, &Value)| match v {
+        Value::String(t) if k != "suite" && k != "bound" && k != "refused" => {
+            Some(format!("{k}={t}"))
+        }
+        Value::Number(n) if n.is_u64() && k != "value" => Some(format!("{k}={n}")),
+        Value::Number(n) if k == "factor" => Some(format!("{k}={n}")),
+        _ => None,
+    };
+    map.iter().filter_map(shown).collect::<Vec<_>>().join(" ")
+}
+
+/// The identity of the element of [`ITEMS`] that `path` lies in, if it does.
+fn item_of(result: &Value, path: &str) -> Option<String> {
+    let (array, rest) = path.split_once('[')?;
+    let index: usize = rest.split_once(']')?.0.parse().ok()?;
+    ITEMS
+        .contains(&array)
+        .then(|| identity(&result[array][index]))
+}
+
+/// Refuses two results whose records or variants at one position measured different
+/// things: they are paired by position, so their numbers would be compared across.
+fn check_items(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
+    for array in ITEMS {
+        let (Some(a), Some(b)) = (base.1[array].as_array(), new.1[array].as_array()) else {
+            continue;
+        };
+        let differ = (a.iter().zip(b).enumerate()).find(|(_, (x, y))| identity(x) != identity(y));
+        let count = (a.len() != b.len()).then(|| format!("{} and {} {array}", a.len(), b.len()));
+        let what = differ
+            .map(|(i, (x, y))| format!("{array}[{i}] is `{}` and `{}`", identity(x), identity(y)))
+            .or(count);
+        if let Some(what) = what {
+            return Err(InputError::plain(
+                format!("{} and {}", base.0, new.0),
+                format!(
+                    "the results measured different things ({what}); compare results of the same suite or study"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The comparison of a point that ran on one side and was refused on the other: one
@@ -473,6 +536,7 @@ fn refused_once(base: &Value, new: &Value) -> Comparison {
         moved: vec![Moved {
             point: None,
             path: "refused.reason".to_owned(),
+            item: None,
             old: reason(base),
             new: Some(reason(new)),
             allowed: None,
@@ -634,6 +698,38 @@ mod tests {
         assert_eq!(moved.len(), 1, "{moved:?}");
         assert_eq!(moved[0].path, "variants[0].refused");
         assert_eq!(moved[0].new, Some(Leaf::Text("DPU 3".into())));
+        assert_eq!(moved[0].item.as_deref(), Some("factor=2.0 key=x"));
+    }
+
+    #[test]
+    fn records_are_paired_by_what_they_measured() {
+        let t = Tolerance {
+            rtol: 0.0,
+            atol: 0.0,
+        };
+        let bench = |op: &str, mops: f64| {
+            json!({"config": {}, "suite": "arithmetic", "records": [
+                {"suite": "arithmetic", "op": "add", "type": "int32", "tasklets": 1, "mops": 5.0},
+                {"suite": "arithmetic", "op": op, "type": "int32", "tasklets": 1, "mops": mops}]})
+        };
+        // A moved number names the record it lies in.
+        let c = compare_results(("a", &bench("sub", 4.0)), ("b", &bench("sub", 4.5)), t, &[]);
+        let moved = c.unwrap().moved;
+        assert_eq!(moved[0].path, "records[1].mops");
+        assert_eq!(
+            moved[0].item.as_deref(),
+            Some("op=sub tasklets=1 type=int32")
+        );
+        // Records of other operations at one position are not compared across.
+        let e = compare_results(("a", &bench("sub", 4.0)), ("b", &bench("mul", 4.0)), t, &[]);
+        let reason = e.unwrap_err().reason;
+        let want =
+            "records[1] is `op=sub tasklets=1 type=int32` and `op=mul tasklets=1 type=int32`";
+        assert!(reason.contains(want), "{reason}");
+        let mut short = bench("sub", 4.0);
+        short["records"].as_array_mut().unwrap().pop();
+        let e = compare_results(("a", &bench("sub", 4.0)), ("b", &short), t, &[]);
+        assert!(e.unwrap_err().reason.contains("(2 and 1 records)"));
     }
 
     #[test]
