@@ -36,6 +36,8 @@ impl Tolerance {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Leaf {
     Number(f64),
+    /// A whole number beyond 2^53, which a double would round: compared exactly.
+    Integer(i128),
     Bool(bool),
     /// A number that could not be computed (NaN is written as null).
     Null,
@@ -43,10 +45,22 @@ pub enum Leaf {
     Text(String),
 }
 
+impl Leaf {
+    /// The leaf as a double, when it is a number.
+    fn number(&self) -> Option<f64> {
+        match self {
+            Leaf::Number(x) => Some(*x),
+            Leaf::Integer(i) => Some(*i as f64),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Leaf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Leaf::Number(x) => write!(f, "{x}"),
+            Leaf::Integer(i) => write!(f, "{i}"),
             Leaf::Bool(b) => write!(f, "{b}"),
             Leaf::Null => f.write_str("null"),
             Leaf::Text(t) => write!(f, "{t:?}"),
@@ -76,9 +90,10 @@ impl Moved {
     /// The relative change in percent, when both sides are numbers and old is not zero.
     pub fn change_percent(&self) -> Option<f64> {
         match (&self.old, &self.new) {
-            (Leaf::Number(o), Some(Leaf::Number(n))) if *o != 0.0 => {
-                Some(100.0 * (n - o) / o.abs())
-            }
+            (o, Some(n)) => match (o.number(), n.number()) {
+                (Some(o), Some(n)) if o != 0.0 => Some(100.0 * (n - o) / o.abs()),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -188,16 +203,23 @@ fn leaves(value: &Value, prefix: &str, out: &mut Vec<(String, Leaf)>) {
                 leaves(v, &format!("{prefix}[{i}]"), out);
             }
         }
-        Value::Number(n) => out.push((
-            prefix.to_owned(),
-            n.as_f64().map_or(Leaf::Null, Leaf::Number),
-        )),
+        Value::Number(n) => out.push((prefix.to_owned(), number_leaf(n))),
         Value::Bool(b) => out.push((prefix.to_owned(), Leaf::Bool(*b))),
         Value::Null => out.push((prefix.to_owned(), Leaf::Null)),
         Value::String(t) if is_refusal(prefix) => {
             out.push((prefix.to_owned(), Leaf::Text(t.clone())));
         }
         Value::String(_) => {}
+    }
+}
+
+/// A JSON number as a leaf: a double, or exactly when it is a whole number a double would
+/// round (beyond 2^53).
+fn number_leaf(n: &serde_json::Number) -> Leaf {
+    let whole = (n.as_i64().map(i128::from)).or_else(|| n.as_u64().map(i128::from));
+    match whole {
+        Some(i) if i.unsigned_abs() > 1 << 53 => Leaf::Integer(i),
+        _ => n.as_f64().map_or(Leaf::Null, Leaf::Number),
     }
 }
 
@@ -211,8 +233,16 @@ fn selected(path: &str, metric: &str) -> bool {
 fn compare_leaf(path: &str, old: &Leaf, new: Option<&Leaf>, tol: Tolerance) -> Option<Moved> {
     let (within, allowed) = match (old, new) {
         (_, None) => (false, None),
-        (Leaf::Number(o), Some(Leaf::Number(n))) => {
-            let allowed = tol.allowed(*o);
+        (Leaf::Integer(o), Some(Leaf::Integer(n))) => {
+            let allowed = tol.allowed(*o as f64);
+            if o == n {
+                return None;
+            }
+            ((n - o).unsigned_abs() as f64 <= allowed, Some(allowed))
+        }
+        (o, Some(n)) if o.number().is_some() && n.number().is_some() => {
+            let (o, n) = (o.number().unwrap_or(0.0), n.number().unwrap_or(0.0));
+            let allowed = tol.allowed(o);
             if o == n {
                 return None;
             }
@@ -699,6 +729,26 @@ mod tests {
         assert_eq!(moved[0].path, "variants[0].refused");
         assert_eq!(moved[0].new, Some(Leaf::Text("DPU 3".into())));
         assert_eq!(moved[0].item.as_deref(), Some("factor=2.0 key=x"));
+    }
+
+    #[test]
+    fn integers_beyond_doubles_compare_exactly() {
+        let t = Tolerance {
+            rtol: 0.0,
+            atol: 0.0,
+        };
+        let r = |n: u64| json!({"config": {}, "max_pairs_per_dpu": n});
+        let (a, b) = (r(u64::MAX), r(u64::MAX - 1));
+        let moved = compare_results(("a", &a), ("b", &b), t, &[]).unwrap().moved;
+        assert_eq!(
+            moved.len(),
+            1,
+            "2^64 - 1 and 2^64 - 2 are one double, two integers"
+        );
+        assert_eq!(moved[0].old, Leaf::Integer(u64::MAX.into()));
+        assert!(!moved[0].within);
+        let same = compare_results(("a", &a), ("b", &a), t, &[]).unwrap().moved;
+        assert!(same.is_empty());
     }
 
     #[test]
