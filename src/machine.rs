@@ -20,6 +20,18 @@ pub const MAX_DPU_TASKLETS: u64 = 32;
 /// Upper bound on `host.threads`.
 pub const MAX_HOST_THREADS: u64 = 4096;
 
+/// Upper bound on `dpu.wram_size_bytes` (1 GiB).
+pub const MAX_WRAM_BYTES: u64 = 1 << 30;
+
+/// Upper bound on `dpu.atomic_bits`.
+pub const MAX_ATOMIC_BITS: u64 = 4096;
+
+/// Upper bound on `dma.alignment_bytes`.
+pub const MAX_DMA_ALIGNMENT_BYTES: u64 = 4096;
+
+/// Upper bound on `dma.min_size_bytes` and `dma.max_size_bytes` (1 MiB).
+pub const MAX_DMA_BYTES: u64 = 1 << 20;
+
 /// The machine file as written (after `--set machine.*` overrides).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,8 +61,10 @@ pub struct RawDpu {
     pub clock_mhz: f64,
     #[schemars(range(min = 1, max = MAX_DPU_TASKLETS))]
     pub max_tasklets: u64,
+    #[schemars(range(min = WORD_BYTES, max = MAX_WRAM_BYTES))]
     pub wram_size_bytes: u64,
     pub iram_instructions: u64,
+    #[schemars(range(min = 1, max = MAX_ATOMIC_BITS))]
     pub atomic_bits: u64,
     pub stack_bytes_per_tasklet: u64,
     pub pipeline: RawPipeline,
@@ -97,8 +111,11 @@ pub struct RawInstructions {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDma {
+    #[schemars(range(min = 1, max = MAX_DMA_BYTES))]
     pub min_size_bytes: u64,
+    #[schemars(range(min = 1, max = MAX_DMA_BYTES))]
     pub max_size_bytes: u64,
+    #[schemars(range(min = 1, max = MAX_DMA_ALIGNMENT_BYTES))]
     pub alignment_bytes: u64,
     pub read_latency_fixed_cycles: u64,
     pub write_latency_fixed_cycles: u64,
@@ -654,7 +671,13 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         1,
         MAX_DPU_TASKLETS,
     )?;
-    let wram = in_range(source, "dpu.wram_size_bytes", d.wram_size_bytes, 8, 1 << 30)?;
+    let wram = in_range(
+        source,
+        "dpu.wram_size_bytes",
+        d.wram_size_bytes,
+        WORD_BYTES,
+        MAX_WRAM_BYTES,
+    )?;
     check_words(source, "dpu.wram_size_bytes", wram)?;
     let iram = in_range(
         source,
@@ -663,7 +686,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         1,
         1 << 30,
     )?;
-    let atomic = in_range(source, "dpu.atomic_bits", d.atomic_bits, 1, 4096)?;
+    let atomic = in_range(source, "dpu.atomic_bits", d.atomic_bits, 1, MAX_ATOMIC_BITS)?;
     let stack = in_range(
         source,
         "dpu.stack_bytes_per_tasklet",
@@ -746,15 +769,33 @@ fn check_instruction_costs(c: &RawInstructions, source: &Source) -> Result<(), I
 /// The DMA's (min, max, alignment) sizes in bytes: the alignment a power of two, both sizes
 /// multiples of it, min at most max.
 fn dma_sizes(m: &RawDma, source: &Source) -> Result<(u64, u64, u64), InputError> {
-    let align = in_range(source, "dma.alignment_bytes", m.alignment_bytes, 1, 4096)?;
+    let align = in_range(
+        source,
+        "dma.alignment_bytes",
+        m.alignment_bytes,
+        1,
+        MAX_DMA_ALIGNMENT_BYTES,
+    )?;
     if !align.is_power_of_two() {
         return Err(source.error_at(
             "dma.alignment_bytes",
             format!("{align} is not a power of two"),
         ));
     }
-    let min = in_range(source, "dma.min_size_bytes", m.min_size_bytes, 1, 1 << 20)?;
-    let max = in_range(source, "dma.max_size_bytes", m.max_size_bytes, 1, 1 << 20)?;
+    let min = in_range(
+        source,
+        "dma.min_size_bytes",
+        m.min_size_bytes,
+        1,
+        MAX_DMA_BYTES,
+    )?;
+    let max = in_range(
+        source,
+        "dma.max_size_bytes",
+        m.max_size_bytes,
+        1,
+        MAX_DMA_BYTES,
+    )?;
     let (min_key, max_key, align_key) = (
         "dma.min_size_bytes",
         "dma.max_size_bytes",
