@@ -232,6 +232,12 @@ fn a_defaulted_key_or_a_description_is_not_another_configuration() {
     });
     let o = compare(&a, &defaulted, &[]);
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    // A byte-order mark an editor wrote says nothing: the file compares as without it.
+    let marked = d.join("marked.json");
+    let text = std::fs::read_to_string(&a).unwrap();
+    std::fs::write(&marked, format!("\u{feff}{text}")).unwrap();
+    let o = compare(&marked, &a, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
     let changed = d.join("changed.json");
     edit(&a, &changed, |v| {
         v["config"]["workload"]["batches"]["streaming"] = "always".into();

@@ -124,7 +124,9 @@ impl Comparison {
 pub fn load_result(path: &Path) -> Result<Value, InputError> {
     let origin = path.display().to_string();
     let text = crate::config::read_json_file(path).map_err(|e| InputError::plain(&origin, e))?;
-    let value: Value = serde_json::from_str(&text)
+    // A byte-order mark, which some editors write, is not JSON but says nothing: skipped.
+    let json = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let value: Value = serde_json::from_str(json)
         .map_err(|e| InputError::plain(&origin, format!("not JSON: {e}")))?;
     let is_result = value.get("config").is_some_and(Value::is_object)
         && value.get("version").is_some_and(Value::is_string);
