@@ -137,10 +137,7 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
             let reason = "calibrate transfer cuts the machine to each figure's DPUs in ranks of 64, as they were measured; its size cannot be set";
             return Err(InputError::key(format!("--set {text}"), key, reason).into());
         }
-        let read = |k: &&str| {
-            let under = |a: &str, b: &str| a.strip_prefix(b).is_some_and(|r| r.starts_with('.'));
-            key == *k || under(key, k) || under(k, key)
-        };
+        let read = |k: &&str| crate::config::covers(k, key) || crate::config::covers(key, k);
         if !TRANSFER_KEYS.iter().any(read) {
             eprintln!(
                 "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys and host.threads"

@@ -363,13 +363,15 @@ const RUN_ONLY_KEYS: [&str; 5] = [
 /// A warning for each `--set` that changes nothing in `partition`: a machine key beside the
 /// DPU count and MRAM size (no timing is done), a run's own workload key.
 fn unread_overrides(machine: &Machine, workload: &Workload) -> Vec<String> {
-    // `a` is `b` or lies under it.
-    let under = |a: &str, b: &str| a == b || a.strip_prefix(b).is_some_and(|r| r.starts_with('.'));
-    let machine_sets = (machine.attribution.overrides.iter())
-        .filter(|(k, _)| !READ_MACHINE_KEYS.iter().any(|r| under(k, r) || under(r, k)));
+    use crate::config::covers;
+    let machine_sets = (machine.attribution.overrides.iter()).filter(|(k, _)| {
+        !READ_MACHINE_KEYS
+            .iter()
+            .any(|r| covers(r, k) || covers(k, r))
+    });
     let machine_why = "partition does no timing: of the machine it reads the DPU count, the MRAM size and the tasklet limit";
     let run_sets = (workload.attribution.overrides.iter())
-        .filter(|(k, _)| RUN_ONLY_KEYS.iter().any(|r| under(k, r)) && !under(k, "run.index"));
+        .filter(|(k, _)| RUN_ONLY_KEYS.iter().any(|r| covers(r, k)) && !covers("run.index", k));
     let run_why =
         "partition does no run: it reads the data, the queries and the partitioner's keys";
     (machine_sets.map(|(_, text)| (text, machine_why)))

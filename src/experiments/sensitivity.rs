@@ -347,14 +347,14 @@ fn load(
 
 /// The keys to move: `given` (dotted machine keys, each a number of the machine after its
 /// `--set`s, so a key the file leaves to its default or to an override counts), or else every
-/// `[est]` key of `text`. `origin` names the file in errors.
+/// `[est]` key of `text` (the machine file, already loaded as `machine`, so valid TOML).
+/// `origin` names the file in errors.
 pub fn keys_to_move(
     text: &str,
     origin: &str,
     given: &[String],
     machine: &Machine,
 ) -> Result<Vec<String>, InputError> {
-    crate::config::parse_toml(origin, text)?;
     // `machine.` as `--set` writes it is taken too; so are spaces around the commas.
     let typed = given;
     let given: Vec<String> = typed
