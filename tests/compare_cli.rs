@@ -215,6 +215,44 @@ fn different_configurations_and_bad_files_are_refused() {
     assert_bad(&compare(&a, &a, &["--rtol=-1"]), &["--rtol"]);
 }
 
+/// A result that breaks its report's schema is refused on either side: a metric written as
+/// a string or null would otherwise go uncompared and a corrupt snapshot pass. A field the
+/// BASE lacks is not a break (a later pimdes may add fields): it is listed as only in NEW.
+#[test]
+fn a_result_that_breaks_its_schema_is_refused() {
+    let d = dir("compare_schema");
+    let a = d.join("a.json");
+    run_to(&a, &[]);
+    let texted = d.join("texted.json");
+    edit(&a, &texted, |v| {
+        let mean = v["batch_time_us"]["mean"].to_string();
+        v["batch_time_us"]["mean"] = mean.into();
+        v["answers_verified"] = serde_json::Value::Null;
+    });
+    for (base, new) in [(&texted, &a), (&a, &texted)] {
+        assert_bad(
+            &compare(base, new, &[]),
+            &[
+                "texted.json: not a valid result of pimdes run",
+                "$.answers_verified: null is not of type boolean (and 1 more violation)",
+                "`pimdes schema run`",
+            ],
+        );
+    }
+    let older = d.join("older.json");
+    edit(&a, &older, |v| {
+        v.as_object_mut().unwrap().remove("breakdown_us");
+    });
+    let o = compare(&older, &a, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout
+            .contains("only in NEW, not compared: breakdown_us."),
+        "{}",
+        o.stdout
+    );
+}
+
 /// What a later pimdes or a person changes in a configuration without changing a result:
 /// a key written with its default (a snapshot from before the key existed lacks it), a
 /// description. Neither stops the comparison; an unknown key still does.

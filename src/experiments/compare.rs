@@ -136,7 +136,57 @@ pub fn load_result(path: &Path) -> Result<Value, InputError> {
             "not a pimdes result: expected the JSON object of `pimdes run`, `partition`, `microbench` or `sensitivity` (`--json`), or a sweep's refused point (with `config` and `version`)",
         ));
     }
+    check_schema(&origin, &value)?;
     Ok(value)
+}
+
+/// The schema ([`super::schema::NAMES`]) of a result's kind ([`kind`]).
+fn schema_name(result: &Value) -> Option<&'static str> {
+    match kind(result) {
+        "pimdes run" => Some("run"),
+        "pimdes partition" => Some("partition"),
+        "pimdes microbench" => Some("microbench"),
+        "pimdes sensitivity" => Some("sensitivity"),
+        "a refused point" => Some("sweep-refused"),
+        _ => None,
+    }
+}
+
+/// Refuses a result of this pimdes's report version that breaks its schema, such as a
+/// metric written as a string: it would go uncompared, and a corrupt snapshot pass. Absent
+/// keys pass (a field may be added without a new version; `compare` lists a metric only NEW
+/// has), and so does the configuration, which is compared as this pimdes reads it
+/// ([`measured_config`]). A result of another version is refused by [`check_comparable`].
+fn check_schema(origin: &str, result: &Value) -> Result<(), InputError> {
+    let current = Value::from(super::REPORT_SCHEMA_VERSION);
+    let name = schema_name(result).filter(|_| result.get("schema_version") == Some(&current));
+    let Some(mut schema) = name.and_then(super::schema::schema_value) else {
+        return Ok(());
+    };
+    if let Some(fields) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        fields.insert("config".to_owned(), Value::Bool(true));
+    }
+    let broken: Vec<_> = (super::validate::validate(&schema, result).into_iter())
+        .filter(|v| !v.missing)
+        .collect();
+    let Some(first) = broken.first() else {
+        return Ok(());
+    };
+    let more = match broken.len() - 1 {
+        0 => String::new(),
+        n => format!(
+            " (and {})",
+            crate::config::counted(n as u64, "more violation")
+        ),
+    };
+    Err(InputError::plain(
+        origin,
+        format!(
+            "not a valid result of {}: {first}{more}; the schema is `pimdes schema {}`",
+            kind(result),
+            name.unwrap_or_default()
+        ),
+    ))
 }
 
 /// The first dotted key at which two JSON values differ, if any.

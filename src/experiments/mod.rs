@@ -47,3 +47,4 @@ pub mod sensitivity;
 pub mod soak;
 pub mod sweep;
 pub mod timeline;
+pub mod validate;

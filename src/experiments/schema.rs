@@ -26,7 +26,14 @@ pub const NAMES: [&str; 8] = [
 
 /// The schema called `name` (one of [`NAMES`]), as pretty JSON with a final newline.
 pub fn schema(name: &str) -> Option<String> {
-    let value = match name {
+    let mut text = serde_json::to_string_pretty(&schema_value(name)?).expect("a schema serialises");
+    text.push('\n');
+    Some(text)
+}
+
+/// The schema called `name` (one of [`NAMES`]).
+pub fn schema_value(name: &str) -> Option<Value> {
+    Some(match name {
         "run" => run_schema(),
         "partition" => output::<PartitionReport>(),
         "microbench" => output::<MicrobenchReport>(),
@@ -36,10 +43,7 @@ pub fn schema(name: &str) -> Option<String> {
         "machine" => input::<RawMachine>(),
         "workload" => input::<RawWorkload>(),
         _ => return None,
-    };
-    let mut text = serde_json::to_string_pretty(&value).expect("a schema serialises");
-    text.push('\n');
-    Some(text)
+    })
 }
 
 fn output<T: schemars::JsonSchema>() -> Value {

@@ -1,0 +1,281 @@
+//! Checking a JSON value against one of pimdes's JSON Schemas ([`super::schema`]), for the
+//! subset of JSON Schema 2020-12 that schemars writes: `$ref` into `$defs`, `type`,
+//! `properties`, `required`, `additionalProperties`, `items`, `const`, `enum`, `oneOf`,
+//! `anyOf`, `allOf`, `if`/`then`, `minimum`, `maximum`, `minLength`. A rule outside it is
+//! itself a violation, so a schema cannot pass a value by a rule this checker ignores.
+
+use serde_json::{Map, Value};
+
+/// One way a value breaks a schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Where, as `$.a.b[2]`.
+    pub at: String,
+    pub reason: String,
+    /// Whether it is only a required key that is absent (the value names it in `reason`).
+    pub missing: bool,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.at, self.reason)
+    }
+}
+
+/// Every violation of `schema` by `value`, in the order of the schema's rules and keys
+/// (sorted by name).
+pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    Checker { root: schema }.check(schema, value, "$", &mut out);
+    out
+}
+
+struct Checker<'a> {
+    root: &'a Value,
+}
+
+fn violation(at: &str, reason: String) -> Violation {
+    Violation {
+        at: at.to_owned(),
+        reason,
+        missing: false,
+    }
+}
+
+impl Checker<'_> {
+    fn check(&self, s: &Value, v: &Value, at: &str, out: &mut Vec<Violation>) {
+        let Some(rules) = s.as_object() else {
+            if s == &Value::Bool(false) {
+                out.push(violation(at, "not allowed".to_owned()));
+            }
+            return;
+        };
+        for (rule, arg) in rules {
+            let known = value_rule(rule, arg, v, at, out)
+                || self.object_rule(rules, rule, arg, v, at, out)
+                || self.combined_rule(rules, rule, arg, v, at, out);
+            if !known {
+                out.push(violation(
+                    at,
+                    format!("the schema's rule `{rule}` is unknown"),
+                ));
+            }
+        }
+    }
+
+    fn passes(&self, s: &Value, v: &Value) -> bool {
+        let mut out = Vec::new();
+        self.check(s, v, "", &mut out);
+        out.is_empty()
+    }
+
+    /// The rules on an object's keys and an array's items; false when `rule` is not one.
+    fn object_rule(
+        &self,
+        rules: &Map<String, Value>,
+        rule: &str,
+        arg: &Value,
+        v: &Value,
+        at: &str,
+        out: &mut Vec<Violation>,
+    ) -> bool {
+        match rule {
+            "properties" => {
+                for (key, sub) in arg.as_object().into_iter().flatten() {
+                    if let Some(x) = v.get(key) {
+                        self.check(sub, x, &format!("{at}.{key}"), out);
+                    }
+                }
+            }
+            "required" => {
+                let keys = arg
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str);
+                for key in keys.filter(|k| v.is_object() && v.get(k).is_none()) {
+                    out.push(Violation {
+                        missing: true,
+                        ..violation(at, format!("lacks `{key}`"))
+                    });
+                }
+            }
+            "additionalProperties" => {
+                let known = rules.get("properties").and_then(Value::as_object);
+                for (key, x) in v.as_object().into_iter().flatten() {
+                    if !known.is_some_and(|k| k.contains_key(key)) {
+                        self.check(arg, x, &format!("{at}.{key}"), out);
+                    }
+                }
+            }
+            "items" => {
+                for (i, x) in v.as_array().into_iter().flatten().enumerate() {
+                    self.check(arg, x, &format!("{at}[{i}]"), out);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// References and combinations of schemas; false when `rule` is not one of them.
+    fn combined_rule(
+        &self,
+        rules: &Map<String, Value>,
+        rule: &str,
+        arg: &Value,
+        v: &Value,
+        at: &str,
+        out: &mut Vec<Violation>,
+    ) -> bool {
+        match rule {
+            "$ref" => {
+                let name = arg.as_str().and_then(|r| r.strip_prefix("#/$defs/"));
+                match name.and_then(|n| self.root.get("$defs")?.get(n)) {
+                    Some(def) => self.check(def, v, at, out),
+                    None => out.push(violation(
+                        at,
+                        format!("the schema's `$ref` {arg} is unknown"),
+                    )),
+                }
+            }
+            "oneOf" | "anyOf" => {
+                let alternatives = arg.as_array().map_or(&[][..], Vec::as_slice);
+                let passing = alternatives.iter().filter(|s| self.passes(s, v)).count();
+                let ok = if rule == "oneOf" {
+                    passing == 1
+                } else {
+                    passing >= 1
+                };
+                if !ok {
+                    out.push(violation(
+                        at,
+                        format!("{passing} alternatives of {rule} match {v}"),
+                    ));
+                }
+            }
+            "allOf" => {
+                for sub in arg.as_array().into_iter().flatten() {
+                    self.check(sub, v, at, out);
+                }
+            }
+            "if" => {
+                if let Some(then) = rules.get("then").filter(|_| self.passes(arg, v)) {
+                    self.check(then, v, at, out);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The rules on the value itself; false when `rule` is not one of them.
+fn value_rule(rule: &str, arg: &Value, v: &Value, at: &str, out: &mut Vec<Violation>) -> bool {
+    // A bound that is not a number fails every value.
+    let below = |x: f64| arg.as_f64().is_none_or(|bound| x < bound);
+    let above = |x: f64| arg.as_f64().is_none_or(|bound| x > bound);
+    match rule {
+        "type" => {
+            let types: Vec<&str> = match arg {
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                t => t.as_str().into_iter().collect(),
+            };
+            if !types.iter().any(|t| has_type(v, t)) {
+                let named = types.join(" or ");
+                out.push(violation(at, format!("{v} is not of type {named}")));
+            }
+        }
+        "const" if v != arg => out.push(violation(at, format!("{v} is not {arg}"))),
+        "enum" if !arg.as_array().is_some_and(|a| a.contains(v)) => {
+            out.push(violation(at, format!("{v} is not one of {arg}")));
+        }
+        "minimum" if v.as_f64().is_some_and(below) => {
+            out.push(violation(at, format!("{v} is below {arg}")));
+        }
+        "maximum" if v.as_f64().is_some_and(above) => {
+            out.push(violation(at, format!("{v} is above {arg}")));
+        }
+        "minLength"
+            if v.as_str()
+                .is_some_and(|t| (t.chars().count() as u64) < arg.as_u64().unwrap_or(u64::MAX)) =>
+        {
+            out.push(violation(at, format!("{v} is shorter than {arg}")));
+        }
+        "const" | "enum" | "minimum" | "maximum" | "minLength" | "then" => {}
+        "$schema" | "$defs" | "title" | "description" | "format" | "default" => {}
+        _ => return false,
+    }
+    true
+}
+
+/// Whether `v` is of the JSON Schema type `t` (an unknown type matches nothing).
+fn has_type(v: &Value, t: &str) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        "number" => v.is_number(),
+        "integer" => v.is_i64() || v.is_u64(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_rule_refuses_what_breaks_it() {
+        let schema = json!({
+            "type": "object",
+            "required": ["n", "name"],
+            "properties": {
+                "n": {"type": "integer", "minimum": 1, "maximum": 9},
+                "name": {"type": "string", "minLength": 1},
+                "kind": {"enum": ["a", "b"]},
+                "list": {"type": "array", "items": {"$ref": "#/$defs/X"}},
+                "either": {"oneOf": [{"type": "string"}, {"type": "number"}]}
+            },
+            "additionalProperties": false,
+            "$defs": {"X": {"const": 1}}
+        });
+        let ok = json!({"n": 3, "name": "x", "kind": "a", "list": [1, 1], "either": 2});
+        assert_eq!(validate(&schema, &ok), []);
+        let bad = json!({"n": 0, "name": "", "kind": "c", "list": [1, 2], "either": null,
+                         "extra": 1});
+        let found: Vec<String> = validate(&schema, &bad)
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "$.extra: not allowed",
+                "$.either: 0 alternatives of oneOf match null",
+                "$.kind: \"c\" is not one of [\"a\",\"b\"]",
+                "$.list[1]: 2 is not 1",
+                "$.n: 0 is below 1",
+                "$.name: \"\" is shorter than 1",
+            ]
+        );
+        let missing = validate(&schema, &json!({"n": 1.5}));
+        assert_eq!(missing.len(), 2, "{missing:?}");
+        assert_eq!(missing[0].to_string(), "$.n: 1.5 is not of type integer");
+        assert!(missing[1].missing && missing[1].reason == "lacks `name`");
+    }
+
+    #[test]
+    fn an_unknown_rule_or_reference_is_a_violation_not_a_pass() {
+        let found = validate(&json!({"pattern": "^a"}), &json!("b"));
+        assert_eq!(found[0].reason, "the schema's rule `pattern` is unknown");
+        let found = validate(&json!({"$ref": "#/$defs/Y"}), &json!(1));
+        assert_eq!(
+            found[0].reason,
+            "the schema's `$ref` \"#/$defs/Y\" is unknown"
+        );
+    }
+}
