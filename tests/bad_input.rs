@@ -181,7 +181,7 @@ fn fewer_chunks_than_dpus() {
         "--set",
         "machine.usable_dpus=2560",
     ]);
-    let named = "--set machine.ranks=40 and --set machine.usable_dpus=2560: key `ranks`";
+    let named = "--set machine.usable_dpus=2560 and --set machine.ranks=40: key `usable_dpus`";
     assert_bad(
         &o,
         &[named, "2000 chunks, fewer than the machine's 2560 DPUs"],

@@ -223,6 +223,41 @@ fn a_whole_section_override_is_blamed_for_its_keys() {
     assert!(!o.stderr.contains(".toml"), "{}", o.stderr);
 }
 
+/// A get batch's task limit and a DPU's data capacity are rules between the workload and
+/// the machine: an override of either side is named, as for predecessor rounds.
+#[test]
+fn pim_trees_get_limits_name_the_machines_overrides_too() {
+    let one_dpu = [
+        "machine.ranks=1",
+        "machine.usable_dpus=1",
+        "run.index=pim-tree",
+    ];
+    let get = [
+        "queries.kind=get",
+        "queries.batch_size=60000",
+        "data.pairs=300000",
+    ];
+    let tasks = [&one_dpu[..], &get].concat();
+    let o = common::run_tiny(&["--quiet"], &tasks);
+    assert_bad(
+        &o,
+        &[
+            "--set queries.batch_size=60000 and --set data.pairs=300000 and --set machine.usable_dpus=1 and --set machine.ranks=1: key `queries.batch_size`",
+            "get tasks (",
+            "PIM-tree allows at most 12800 per DPU per round",
+        ],
+    );
+    let data = [&one_dpu[..], &["queries.kind=get", "data.pairs=400000"]].concat();
+    let o = common::run_tiny(&["--quiet"], &data);
+    assert_bad(
+        &o,
+        &[
+            "--set data.pairs=400000 and --set machine.usable_dpus=1 and --set machine.ranks=1: key `data.pairs`",
+            "the data does not fit in MRAM",
+        ],
+    );
+}
+
 #[test]
 fn pim_trees_task_limit_names_the_overrides_that_shrank_the_machine() {
     // The tiny workload fits PIM-tree's tasks on the 2-rank machine; on 16 DPUs one DPU

@@ -171,6 +171,36 @@ fn pim_tree_names_the_partitioners_keys_it_does_not_read() {
     assert_ne!(other, want, "chunk_pairs shapes PIM-tree's data");
 }
 
+/// A key no query of the run reads is named and changes nothing: a range's length for
+/// point queries (either index), streaming for PIM-tree (which does not stream).
+#[test]
+fn keys_the_query_kind_or_the_index_does_not_read_are_named() {
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["queries.kind=get"], &["queries.range_pairs=7"]),
+        (
+            &["run.index=pim-tree", "queries.kind=predecessor"],
+            &["queries.range_pairs=7"],
+        ),
+        (
+            &["run.index=pim-tree", "queries.kind=range-max"],
+            &["batches.stream_fragments=3", "batches.streaming=\"never\""],
+        ),
+    ];
+    for (base, unread) in cases {
+        let (want, quiet) = results(base);
+        let (got, warnings) = results(&[base, unread].concat());
+        assert_eq!(got, want, "{unread:?}");
+        assert_eq!(warnings.len(), quiet.len() + unread.len(), "{warnings:?}");
+        for set in unread {
+            let note = format!("--set {set} had no effect: ");
+            assert!(
+                warnings.iter().any(|w| w.starts_with(&note)),
+                "{set}: {warnings:?}"
+            );
+        }
+    }
+}
+
 /// The example in docs/file-formats.md prints the warning it shows there.
 #[test]
 fn the_documented_warning_is_printed() {

@@ -390,8 +390,16 @@ pub fn unused_machine_keys(
 /// Notes on the choices a run names that its index does not use (`partitioner`: the one
 /// the run was given).
 pub fn unused_choices(workload: &Workload, partitioner: &str) -> Vec<String> {
-    match workload.index.as_str() {
+    let mut notes = match workload.index.as_str() {
         pimtree::NAME => pimtree::unused_choices_note(workload, partitioner),
         _ => Vec::new(),
+    };
+    let ranges = workload.attribution.changed("queries.range_pairs");
+    if let Some(set) = ranges.filter(|_| !workload.kind.is_range()) {
+        notes.push(format!(
+            "--set {set} had no effect: {} queries have no range (range_pairs is read by range-count-if and range-max)",
+            workload.kind.name()
+        ));
     }
+    notes
 }

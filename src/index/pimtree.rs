@@ -164,7 +164,7 @@ impl PimTree {
             })
             .collect();
         drop(batches);
-        check_mram(workload, &layout, &keys_per_dpu, &rounds)?;
+        check_mram(machine, workload, &layout, &keys_per_dpu, &rounds)?;
         let mut index = PimTree {
             machine: machine.clone(),
             tasklets: workload.tasklets,
@@ -559,23 +559,25 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
     let capacity = data_node_capacity(&layout);
     let mean = workload.pairs.div_ceil(machine.dpus as u64);
     if mean > capacity {
-        return err(
-            "data.pairs",
+        return Err(workload.blame_with_dpus(
+            &["data.pairs"],
+            &machine.attribution,
             format!(
                 "the data does not fit in MRAM: {} pairs over {} is {mean} keys per DPU on average, but PIM-tree's data-node region holds {capacity}; use less data or more DPUs",
                 workload.pairs,
                 crate::machine::dpus_phrase(machine.dpus)
             ),
-        );
+        ));
     }
     if workload.pairs < machine.dpus as u64 {
-        return err(
-            "data.pairs",
+        return Err(workload.blame_with_dpus(
+            &["data.pairs"],
+            &machine.attribution,
             format!(
                 "{} pairs are fewer than the machine's {} DPUs",
                 workload.pairs, machine.dpus
             ),
-        );
+        ));
     }
     Ok(())
 }
@@ -612,6 +614,14 @@ pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
 pub(crate) fn unused_choices_note(workload: &Workload, partitioner: &str) -> Vec<String> {
     let mut notes: Vec<String> = choices_note(workload, partitioner).into_iter().collect();
     notes.extend(unread_partition_keys(workload));
+    // `batches.streaming = "always"` is refused; any other value streams nothing either.
+    for key in ["batches.streaming", "batches.stream_fragments"] {
+        if let Some(set) = workload.attribution.changed(key) {
+            notes.push(format!(
+                "--set {set} had no effect: pim-tree does not stream its batches (only b+forest does)"
+            ));
+        }
+    }
     notes
 }
 
@@ -738,17 +748,21 @@ fn gather(
 /// holds, or a round with more tasks than PIM-tree allows (the layout against MRAM is
 /// checked before any work, in `check_workload`).
 fn check_mram(
+    machine: &Machine,
     workload: &Workload,
     layout: &Layout,
     keys_per_dpu: &[u64],
     rounds: &[GetRound],
 ) -> Result<(), InputError> {
+    // Every `--set` of what decided the DPU's keys or tasks is named, the DPUs' included.
+    let blame =
+        |keys: &[&str], reason| workload.blame_with_dpus(keys, &machine.attribution, reason);
     let dpu = busiest(keys_per_dpu);
     let keys = keys_per_dpu[dpu];
     let capacity = data_node_capacity(layout);
     if keys > capacity {
-        return Err(workload.attribution.error_at(
-            "data.pairs",
+        return Err(blame(
+            &["data.pairs"],
             format!(
                 "the data does not fit in MRAM: DPU {dpu} holds {keys} keys, {} bytes of data nodes, but PIM-tree's data-node region holds {capacity} ({} bytes); use less data or more DPUs",
                 keys * DATA_NODE_BYTES,
@@ -760,8 +774,8 @@ fn check_mram(
         let most = round.max_tasks();
         if most > MAX_TASKS_PER_DPU {
             let d = round.tasks.iter().position(|t| t.len() as u64 == most);
-            return Err(workload.attribution.error_at(
-                "queries.batch_size",
+            return Err(blame(
+                &["queries.batch_size", "queries.skew", "data.pairs"],
                 format!(
                     "batch {b} sends DPU {} {most} get tasks ({} bytes); PIM-tree allows at most {MAX_TASKS_PER_DPU} per DPU per round (MAX_TASK_COUNT_PER_DPU_PER_BLOCK); use smaller batches or more DPUs",
                     d.unwrap_or(0),

@@ -143,7 +143,7 @@ impl PimTreeOrdered {
         wanted.finish();
         let list = SkipList::new(workload.seed, machine.dpus, skeleton);
         let top = Top::build(&layout, &list);
-        check_capacity(workload, &layout, &list, &top, &keys_per_dpu)?;
+        check_capacity(machine, workload, &layout, &list, &top, &keys_per_dpu)?;
         progress.phase("planning rounds");
         let plans = plan_all(workload.kind, &layout, &list, &wanted, &batches);
         drop(wanted);
@@ -498,7 +498,8 @@ impl super::Index for PimTreeOrdered {
             dpu_groups: self.groups,
             pushes_per_batch: Some(per_batch(t.pushes)),
             pulls_per_batch: Some(per_batch(t.pulls)),
-            skewed_rounds_per_batch: Some(per_batch(t.skewed)),
+            // Only predecessor rounds have a push-pull plan.
+            skewed_rounds_per_batch: (!self.kind.is_range()).then(|| per_batch(t.skewed)),
         };
         pim_tree.into_report()
     }
@@ -621,13 +622,16 @@ fn pass(
 /// Refuses, before any DPU runs, a DPU whose data nodes, node headers or data blocks do not
 /// fit their regions, or a top too large for its region.
 fn check_capacity(
+    machine: &Machine,
     workload: &Workload,
     layout: &Layout,
     list: &SkipList,
     top: &Top,
     keys_per_dpu: &[u64],
 ) -> Result<(), InputError> {
-    let fail = |reason: String| Err(workload.attribution.error_at("data.pairs", reason));
+    let fail = |reason: String| {
+        Err(workload.blame_with_dpus(&["data.pairs"], &machine.attribution, reason))
+    };
     let d = busiest(keys_per_dpu);
     let capacity_keys = data_node_capacity(layout);
     if keys_per_dpu[d] > capacity_keys {
@@ -642,7 +646,7 @@ fn check_capacity(
     let d = busiest(&list.headers);
     if list.headers[d] > headers {
         return fail(format!(
-            "the skip list does not fit in MRAM: DPU {d} holds {} chunked nodes, {} bytes of headers, but the region holds {headers} ({} bytes)",
+            "the skip list does not fit in MRAM: DPU {d} holds {} chunked nodes, {} bytes of headers, but the region holds {headers} ({} bytes); use less data or more DPUs",
             list.headers[d],
             list.headers[d] * crate::pimtree::image::BNODE_BYTES,
             layout.headers.bytes
@@ -651,7 +655,7 @@ fn check_capacity(
     let d = busiest(&list.blocks);
     if list.blocks[d] > blocks {
         return fail(format!(
-            "the skip list does not fit in MRAM: DPU {d} needs {} data blocks, {} bytes, but the region holds {blocks} ({} bytes)",
+            "the skip list does not fit in MRAM: DPU {d} needs {} data blocks, {} bytes, but the region holds {blocks} ({} bytes); use less data or more DPUs",
             list.blocks[d],
             list.blocks[d] * crate::pimtree::image::DATA_BLOCK_BYTES,
             layout.blocks.bytes
@@ -659,10 +663,12 @@ fn check_capacity(
     }
     let top_bytes = top.words.len() as u64 * 8;
     if top_bytes > layout.top.bytes {
-        return fail(format!(
-            "the replicated top does not fit in MRAM: {} nodes, {top_bytes} bytes on every DPU, but the region holds {} bytes",
+        // Every DPU holds the whole top: only less data makes it smaller.
+        let reason = format!(
+            "the replicated top does not fit in MRAM: {} nodes, {top_bytes} bytes on every DPU, but the region holds {} bytes; use less data",
             top.nodes, layout.top.bytes
-        ));
+        );
+        return Err(workload.attribution.error_at("data.pairs", reason));
     }
     Ok(())
 }
@@ -688,19 +694,15 @@ fn check_rounds(
                         round.name
                     );
                     // What decides a DPU's tasks, and for a tasklet's replies its share.
-                    let mut work =
-                        vec!["queries.batch_size", "queries.range_pairs", "queries.skew"];
+                    let mut work = vec!["queries.batch_size", "queries.skew"];
+                    if workload.kind.is_range() {
+                        work.push("queries.range_pairs");
+                    }
                     work.extend(["queries.kind", "data.pairs"]);
                     if limit == RoundLimit::TaskletReplies {
                         work.push("run.tasklets");
                     }
-                    let dpus = ["usable_dpus", "ranks", "dpus_per_rank"];
-                    let parts = [
-                        (&workload.attribution, &work[..]),
-                        (&machine.attribution, &dpus[..]),
-                    ];
-                    let fallback = (&workload.attribution, "queries.batch_size");
-                    return Err(crate::config::blame_rule(&parts, fallback, reason));
+                    return Err(workload.blame_with_dpus(&work, &machine.attribution, reason));
                 }
             }
         }

@@ -55,6 +55,20 @@ impl TaskType {
         TaskType::GetKey,
     ];
 
+    /// The type's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskType::TopSearch => "top-search",
+            TaskType::TopScan => "top-scan",
+            TaskType::Push => "push",
+            TaskType::PushOne => "single-key push",
+            TaskType::Pull => "pull",
+            TaskType::ScanSearch => "scan-search",
+            TaskType::Children => "child-fetch",
+            TaskType::GetKey => "get-key",
+        }
+    }
+
     pub fn from_word(w: u64) -> Option<TaskType> {
         TaskType::ALL.into_iter().find(|t| *t as u64 == w)
     }
@@ -310,9 +324,9 @@ pub fn check_limits(
     for block in round {
         if block.len() as u64 > MAX_TASKS_PER_DPU {
             return tasks(format!(
-                "{} {:?} tasks, at most {MAX_TASKS_PER_DPU} per DPU per round (MAX_TASK_COUNT_PER_DPU_PER_BLOCK)",
+                "{} {} tasks, at most {MAX_TASKS_PER_DPU} per DPU per round (MAX_TASK_COUNT_PER_DPU_PER_BLOCK)",
                 block.len(),
-                block.kind
+                block.kind.name()
             ));
         }
     }

@@ -665,7 +665,7 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
 }
 
 /// The machine keys that decide its DPU count (relative to the machine file).
-const DPU_COUNT_KEYS: [&str; 3] = ["ranks", "dpus_per_rank", "usable_dpus"];
+const DPU_COUNT_KEYS: [&str; 3] = ["usable_dpus", "ranks", "dpus_per_rank"];
 
 impl Workload {
     /// Reads a workload file and applies the overrides that are not `machine.*`.
@@ -851,7 +851,12 @@ impl Workload {
 
     /// The error of a rule between the workload's `keys` and the machine's DPU count: every
     /// `--set` of either side that decided it is named, else the file at `keys[0]`.
-    fn blame_with_dpus(&self, keys: &[&str], machine: &Attribution, reason: String) -> InputError {
+    pub(crate) fn blame_with_dpus(
+        &self,
+        keys: &[&str],
+        machine: &Attribution,
+        reason: String,
+    ) -> InputError {
         let parts: [(&Attribution, &[&str]); 2] =
             [(&self.attribution, keys), (machine, &DPU_COUNT_KEYS)];
         blame_rule(&parts, (&self.attribution, keys[0]), reason)
