@@ -348,6 +348,44 @@ fn bad_sweep_settings_name_their_key() {
     }
 }
 
+/// Instruction costs may be 0 (a what-if), but not all of an arithmetic loop's at once:
+/// its throughput would be unbounded (it printed `inf` and wrote `null`, which the schema
+/// refuses). One cost left is enough.
+#[test]
+fn an_arithmetic_loop_of_no_cycle_is_refused() {
+    let free = [
+        "--set",
+        "machine.dpu.instructions.wram_access=0",
+        "--set",
+        "machine.dpu.instructions.loop_iteration=0",
+    ];
+    for suite in ["arithmetic", "all"] {
+        let args = [
+            &["microbench", suite][..],
+            &free,
+            &["--set", "machine.dpu.instructions.mul_f32=0"],
+        ];
+        let o = common::pimdes(&args.concat());
+        common::assert_bad(
+            &o,
+            &[
+                "key `dpu.instructions.mul_f32`",
+                "dpu.instructions.mul_f32, dpu.instructions.wram_access and dpu.instructions.loop_iteration are all 0",
+                "throughput is unbounded",
+            ],
+        );
+    }
+    let (code, out) = run(&[&["microbench", "arithmetic", "--json"][..], &free].concat());
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let records = report["records"].as_array().unwrap();
+    assert!(
+        records
+            .iter()
+            .all(|r| r["mops"].as_f64().is_some_and(f64::is_finite))
+    );
+}
+
 #[test]
 fn prim_suites_carry_the_issues_fields_and_take_their_sweep() {
     let (n, k) = keys("prim-sel", None);

@@ -393,6 +393,7 @@ fn a_deviation_of_an_empty_base_partition_is_refused() {
             "key `deviation.base_partition`",
             "base partition 2 holds no chunk",
             "10 chunks for 16 DPUs",
+            "choose another (1 and 3 are the nearest that hold one)",
         ],
     );
     let o = run_cli(&[&small[..], &["deviation.base_partition=3"]].concat());

@@ -85,6 +85,7 @@ fn inputs(
         prim: PrimSweep::with_overrides(&machine, &prim_sets)?,
     };
     microbench::check_mram(name, &machine)?;
+    microbench::check_costs(name, &machine)?;
     for &b in &prim_suites {
         let (held, skipped) = microbench::prim::points(b, &machine, &sweeps.prim)
             .map_err(|e| named_by_set(e, &prim_sets))?;

@@ -69,8 +69,9 @@ enum Command {
     /// Move every `[est]` parameter of the machine file in turn (by default to half and to
     /// twice its value), rerun, and report how the batch time moves: which unknowns matter.
     Sensitivity(sensitivity::SensitivityArgs),
-    /// Measure constants of the machine pimdes runs on (`calibrate host`: the host-CPU costs
-    /// of the indexes' own host code, as a `[host]` machine-file fragment).
+    /// Calibration: measure the host-CPU costs of the indexes' own host code on this machine
+    /// (`calibrate host`, a `[host]` machine-file fragment), or check the transfer model
+    /// against the published figures it was fitted on and those held out (`calibrate transfer`).
     Calibrate {
         #[command(subcommand)]
         what: calibrate::CalibrateWhat,

@@ -92,6 +92,31 @@ pub enum Op {
 }
 
 impl Op {
+    /// The operation's key in a machine file's `[dpu.instructions]`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Op::Alu => "alu",
+            Op::WramAccess => "wram_access",
+            Op::LoopIteration => "loop_iteration",
+            Op::AddI32 => "add_i32",
+            Op::SubI32 => "sub_i32",
+            Op::MulI32 => "mul_i32",
+            Op::DivI32 => "div_i32",
+            Op::AddI64 => "add_i64",
+            Op::SubI64 => "sub_i64",
+            Op::MulI64 => "mul_i64",
+            Op::DivI64 => "div_i64",
+            Op::AddF32 => "add_f32",
+            Op::SubF32 => "sub_f32",
+            Op::MulF32 => "mul_f32",
+            Op::DivF32 => "div_f32",
+            Op::AddF64 => "add_f64",
+            Op::SubF64 => "sub_f64",
+            Op::MulF64 => "mul_f64",
+            Op::DivF64 => "div_f64",
+        }
+    }
+
     /// Instructions of one such operation under `costs`.
     pub fn cost(self, costs: &InstructionCosts) -> u64 {
         match self {

@@ -3,6 +3,7 @@
 //! (between two barriers, as PrIM does with its perfcounter).
 
 use super::launch_one;
+use crate::config::InputError;
 use crate::dpu::{Kernel, KernelError, LaunchError, Op, Tasklet};
 use crate::machine::Machine;
 use rayon::prelude::*;
@@ -184,18 +185,47 @@ pub(super) fn mram_need_bytes(machine: &Machine) -> u64 {
         .unwrap_or(MRAM_OUT)
 }
 
+/// Every operation and type the suite measures.
+fn measured() -> impl Iterator<Item = (ArithOp, DataType)> {
+    let ops = [ArithOp::Add, ArithOp::Sub, ArithOp::Mul, ArithOp::Div];
+    let types = [
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Float,
+        DataType::Double,
+    ];
+    ops.into_iter()
+        .flat_map(move |op| types.into_iter().map(move |ty| (op, ty)))
+}
+
+/// Refuses instruction costs under which an element of some operation costs no cycle: its
+/// throughput would be unbounded (it printed `inf` and wrote `null`).
+pub(super) fn check_costs(machine: &Machine) -> Result<(), InputError> {
+    let costs = &machine.dpu.costs;
+    for (op, ty) in measured() {
+        let code = op_code(op, ty);
+        let parts = [Op::WramAccess, code, Op::LoopIteration];
+        if parts.iter().all(|p| p.cost(costs) == 0) {
+            let keys = parts.map(|p| format!("dpu.instructions.{}", p.key()));
+            let reason = format!(
+                "{}, {} and {} are all 0: an element of the `{}` loop (two WRAM accesses, the operation, the loop's overhead) costs no cycle, so its throughput is unbounded; give one of them a cost",
+                keys[1],
+                keys[0],
+                keys[2],
+                code.key()
+            );
+            let keys = [&keys[1], &keys[0], &keys[2]].map(String::as_str);
+            return Err(machine.attribution.error_at_any(&keys, reason));
+        }
+    }
+    Ok(())
+}
+
 pub fn arithmetic(machine: &Machine) -> Result<Vec<ArithmeticRecord>, LaunchError> {
     let mut configs = Vec::new();
-    for op in [ArithOp::Add, ArithOp::Sub, ArithOp::Mul, ArithOp::Div] {
-        for ty in [
-            DataType::Int32,
-            DataType::Int64,
-            DataType::Float,
-            DataType::Double,
-        ] {
-            for tasklets in 1..=machine.dpu.max_tasklets.min(24) {
-                configs.push((op, ty, tasklets));
-            }
+    for (op, ty) in measured() {
+        for tasklets in 1..=machine.dpu.max_tasklets.min(24) {
+            configs.push((op, ty, tasklets));
         }
     }
     super::in_order(

@@ -199,6 +199,15 @@ pub fn check_mram(name: &str, machine: &Machine) -> Result<(), InputError> {
     Ok(())
 }
 
+/// Checks, before anything runs, that suite `name` (or `all`) has a bounded throughput on
+/// the machine: the arithmetic suite's loop must cost at least one cycle per element.
+pub fn check_costs(name: &str, machine: &Machine) -> Result<(), InputError> {
+    match name {
+        "arithmetic" | "all" => arithmetic::check_costs(machine),
+        _ => Ok(()),
+    }
+}
+
 /// Launches `kernel` on a fresh DPU 0 after `setup` fills its MRAM; returns the report and
 /// the DPU (for checking results).
 fn launch_one<K: Kernel>(

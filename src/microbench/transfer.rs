@@ -115,7 +115,7 @@ pub(super) fn positive_list<T: TryFrom<u64>>(
         .as_array()
         .filter(|a| !a.is_empty() && a.len() <= MAX_SWEEP_VALUES)
         .ok_or(format!(
-            "expected a list of 1 to {MAX_SWEEP_VALUES} integers, such as [8, 4096]"
+            "expected a list of 1 to {MAX_SWEEP_VALUES} distinct integers from 1 to {max}"
         ))?;
     let mut out: Vec<u64> = Vec::with_capacity(items.len());
     for item in items {

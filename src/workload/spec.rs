@@ -878,10 +878,24 @@ impl Workload {
             return Err(self.blame_with_dpus(&["deviation.base_partition"], machine, reason));
         }
         let chunks = self.chunks();
-        if (p + 1) * chunks / dpus == p * chunks / dpus {
+        let holds = |q: u64| (q + 1) * chunks / dpus > q * chunks / dpus;
+        if !holds(p) {
+            // Fewer chunks than DPUs (PIM-tree needs no chunk per DPU): some partition holds one.
+            let below = (0..p).rev().find(|&q| holds(q));
+            let above = (p + 1..dpus).find(|&q| holds(q));
+            let nearest: Vec<String> = below
+                .into_iter()
+                .chain(above)
+                .map(|q| q.to_string())
+                .collect();
             let reason = format!(
-                "base partition {p} holds no chunk: {} pairs in chunks of {} make {chunks} chunks for {dpus} DPUs, so some base partitions are empty; choose another, or more chunks",
-                self.pairs, self.chunk_pairs
+                "base partition {p} holds no chunk: {} pairs in chunks of {} make {chunks} chunks for {dpus} DPUs, so some base partitions are empty; choose another ({} the nearest that hold one), or more chunks",
+                self.pairs,
+                self.chunk_pairs,
+                match nearest.len() {
+                    1 => format!("{} is", nearest[0]),
+                    _ => format!("{} are", nearest.join(" and ")),
+                }
             );
             let keys = [
                 "deviation.base_partition",
