@@ -111,6 +111,12 @@ fn bad_calibration_input_is_refused() {
 fn calibrate_transfer_compares_fit_and_held_out_figures_as_the_docs_state() {
     let o = pimdes(&["calibrate", "transfer"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(
+        o.stdout
+            .starts_with("machine upmem-2538: its transfer model"),
+        "{}",
+        o.stdout
+    );
     let mae = |set: &str| -> String {
         let line = o
             .stdout

@@ -111,6 +111,20 @@ fn tables_are_for_people() {
         .find(|l| l.starts_with("read") && l.contains(" 2048 "))
         .unwrap();
     assert!(row.contains("1101.0") && row.contains("651.04"), "{row}");
+    // A transfer row says its ranks: with 16 DPUs a rank, 32 DPUs are two ranks.
+    let sets = [
+        "--set",
+        "machine.dpus_per_rank=16",
+        "--set",
+        "machine.usable_dpus=640",
+    ];
+    let (code, text) = run(&[&["microbench", "transfer"][..], &sets].concat());
+    assert_eq!(code, 0);
+    assert!(text.contains("direction  mode     ranks  DPUs"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("broadcast  parallel     2    32"));
+    assert!(row.is_some(), "{text}");
 }
 
 /// `--out FILE` writes the JSON report beside the tables, as `run` does; an input file or a

@@ -153,7 +153,7 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
         }
     };
     // The machine as given must load before it is cut.
-    load(&[])?;
+    let name = load(&[])?.name;
     let rows = transfer_data::compare(&load)?;
     if args.json {
         let mut text = String::new();
@@ -163,7 +163,10 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
         }
         return write_stdout(&text);
     }
-    write_stdout(&transfer_table(&rows))
+    let heading = format!(
+        "machine {name}: its transfer model against the published host <-> DPU figures (docs/validation.md), cut to each figure's DPUs in ranks of 64\n\n"
+    );
+    write_stdout(&(heading + &transfer_table(&rows)))
 }
 
 /// Every figure beside the model, then the mean absolute error of each set and source.

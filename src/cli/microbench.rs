@@ -332,8 +332,15 @@ fn transfer_table(s: &mut String, records: &[Record]) {
     let mut sizes: Vec<u64> = transfer.iter().map(|t| t.size_per_dpu_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let _ = writeln!(s, "\nhost <-> DPU transfers, GB/s, by bytes per DPU");
-    let _ = write!(s, "{:<26}", "direction mode DPUs");
+    let _ = writeln!(
+        s,
+        "\nhost <-> DPU transfers, GB/s (a broadcast's: bytes delivered to all its DPUs), by bytes per DPU"
+    );
+    let _ = write!(
+        s,
+        "{:<11}{:<9}{:>5}{:>6}",
+        "direction", "mode", "ranks", "DPUs"
+    );
     for size in &sizes {
         let _ = write!(s, "{:>9}", human_bytes(*size));
     }
@@ -352,13 +359,11 @@ fn transfer_table(s: &mut String, records: &[Record]) {
         let name = serde_json::to_value((row[0].direction, row[0].mode)).expect("names");
         let _ = write!(
             s,
-            "{:<26}",
-            format!(
-                "{} {} {}",
-                name[0].as_str().unwrap_or(""),
-                name[1].as_str().unwrap_or(""),
-                row[0].dpus
-            )
+            "{:<11}{:<9}{:>5}{:>6}",
+            name[0].as_str().unwrap_or(""),
+            name[1].as_str().unwrap_or(""),
+            row[0].ranks,
+            row[0].dpus
         );
         for size in &sizes {
             match row.iter().find(|t| t.size_per_dpu_bytes == *size) {
