@@ -32,6 +32,28 @@ pub const MAX_DMA_ALIGNMENT_BYTES: u64 = 4096;
 /// Upper bound on `dma.min_size_bytes` and `dma.max_size_bytes` (1 MiB).
 pub const MAX_DMA_BYTES: u64 = 1 << 20;
 
+/// Most instructions a DPU's IRAM may hold (`dpu.iram_instructions`).
+pub const MAX_IRAM_INSTRUCTIONS: u64 = 1 << 30;
+
+/// Most stack bytes per tasklet (`dpu.stack_bytes_per_tasklet`).
+pub const MAX_STACK_BYTES: u64 = 1 << 20;
+
+/// Most cycles between two instructions of one tasklet
+/// (`dpu.pipeline.tasklet_issue_interval_cycles`).
+pub const MAX_ISSUE_INTERVAL_CYCLES: u64 = 1024;
+
+/// Most instructions the pipeline issues per cycle (`dpu.pipeline.issue_slots_per_cycle`).
+pub const MAX_ISSUE_SLOTS: u64 = 64;
+
+/// The largest instruction count of one operation (`dpu.instructions.*`).
+pub const MAX_INSTRUCTION_COST: u64 = 1_000_000;
+
+/// The largest fixed DMA cost in cycles (`dma.*_fixed_cycles`).
+pub const MAX_DMA_FIXED_CYCLES: u64 = 1 << 20;
+
+/// Most DPUs of one rank (`dpus_per_rank`).
+pub const MAX_DPUS_PER_RANK: u64 = 256;
+
 /// The machine file as written (after `--set machine.*` overrides).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -42,7 +64,7 @@ pub struct RawMachine {
     pub description: Option<String>,
     #[schemars(range(min = 1))]
     pub ranks: u64,
-    #[schemars(range(min = 1, max = 256))]
+    #[schemars(range(min = 1, max = MAX_DPUS_PER_RANK))]
     pub dpus_per_rank: u64,
     /// DPUs that work; the rest are faulty and disabled. Defaults to all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,15 +79,18 @@ pub struct RawMachine {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawDpu {
+    #[schemars(range(min = WORD_BYTES, max = MAX_MRAM_SIZE_BYTES))]
     pub mram_size_bytes: u64,
     pub clock_mhz: f64,
     #[schemars(range(min = 1, max = MAX_DPU_TASKLETS))]
     pub max_tasklets: u64,
     #[schemars(range(min = WORD_BYTES, max = MAX_WRAM_BYTES))]
     pub wram_size_bytes: u64,
+    #[schemars(range(min = 1, max = MAX_IRAM_INSTRUCTIONS))]
     pub iram_instructions: u64,
     #[schemars(range(min = 1, max = MAX_ATOMIC_BITS))]
     pub atomic_bits: u64,
+    #[schemars(range(max = MAX_STACK_BYTES))]
     pub stack_bytes_per_tasklet: u64,
     pub pipeline: RawPipeline,
     pub instructions: RawInstructions,
@@ -75,8 +100,10 @@ pub struct RawDpu {
 #[serde(deny_unknown_fields)]
 pub struct RawPipeline {
     /// Cycles between two instructions of one tasklet (the revolver rule).
+    #[schemars(range(min = 1, max = MAX_ISSUE_INTERVAL_CYCLES))]
     pub tasklet_issue_interval_cycles: u64,
     /// Instructions the pipeline issues per cycle, over all tasklets.
+    #[schemars(range(min = 1, max = MAX_ISSUE_SLOTS))]
     pub issue_slots_per_cycle: u64,
 }
 
@@ -84,27 +111,49 @@ pub struct RawPipeline {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawInstructions {
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub alu: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub wram_access: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub loop_iteration: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub add_i32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub sub_i32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub mul_i32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub div_i32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub add_i64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub sub_i64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub mul_i64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub div_i64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub add_f32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub sub_f32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub mul_f32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub div_f32: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub add_f64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub sub_f64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub mul_f64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub div_f64: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub mutex_lock: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub mutex_unlock: u64,
+    #[schemars(range(max = MAX_INSTRUCTION_COST))]
     pub barrier_wait: u64,
 }
 
@@ -117,9 +166,12 @@ pub struct RawDma {
     pub max_size_bytes: u64,
     #[schemars(range(min = 1, max = MAX_DMA_ALIGNMENT_BYTES))]
     pub alignment_bytes: u64,
+    #[schemars(range(max = MAX_DMA_FIXED_CYCLES))]
     pub read_latency_fixed_cycles: u64,
+    #[schemars(range(max = MAX_DMA_FIXED_CYCLES))]
     pub write_latency_fixed_cycles: u64,
     pub latency_cycles_per_byte: f64,
+    #[schemars(range(max = MAX_DMA_FIXED_CYCLES))]
     pub occupancy_fixed_cycles: u64,
     pub occupancy_cycles_per_byte: f64,
 }
@@ -160,6 +212,7 @@ pub struct RawTransfer {
     /// Host threads the SDK gives each rank's transfers (its `nrThreadPerPool`); with
     /// `transpose_gb_per_s_per_thread` (both or neither; not modelled when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_THREADS_PER_RANK))]
     pub threads_per_rank: Option<u32>,
     /// Bytes one host thread transposes per second (the SDK's 8 x 8 byte interleaving).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -367,7 +420,7 @@ impl Machine {
         overrides: &[Override],
     ) -> Result<Machine, InputError> {
         let source = Source::new(origin, table, overrides, Some("machine"), &[])?;
-        let raw: RawMachine = source.deserialize()?;
+        let raw: RawMachine = source.deserialize_bounded()?;
         Self::validate(raw, &source)
     }
 
@@ -380,8 +433,9 @@ impl Machine {
         if s.ranks == 0 {
             return Err(source.error_at("ranks", "must be at least 1"));
         }
-        if s.dpus_per_rank == 0 || s.dpus_per_rank > 256 {
-            return Err(source.error_at("dpus_per_rank", "must be between 1 and 256"));
+        if s.dpus_per_rank == 0 || s.dpus_per_rank > MAX_DPUS_PER_RANK {
+            let reason = format!("must be between 1 and {MAX_DPUS_PER_RANK}");
+            return Err(source.error_at("dpus_per_rank", reason));
         }
         let total = s.ranks.saturating_mul(s.dpus_per_rank);
         if total > MAX_DPUS {
@@ -684,7 +738,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         "dpu.iram_instructions",
         d.iram_instructions,
         1,
-        1 << 30,
+        MAX_IRAM_INSTRUCTIONS,
     )?;
     let atomic = in_range(source, "dpu.atomic_bits", d.atomic_bits, 1, MAX_ATOMIC_BITS)?;
     let stack = in_range(
@@ -692,7 +746,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         "dpu.stack_bytes_per_tasklet",
         d.stack_bytes_per_tasklet,
         0,
-        1 << 20,
+        MAX_STACK_BYTES,
     )?;
     check_words(source, "dpu.stack_bytes_per_tasklet", stack)?;
     let interval = in_range(
@@ -700,14 +754,14 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
         "dpu.pipeline.tasklet_issue_interval_cycles",
         d.pipeline.tasklet_issue_interval_cycles,
         1,
-        1024,
+        MAX_ISSUE_INTERVAL_CYCLES,
     )?;
     let slots = in_range(
         source,
         "dpu.pipeline.issue_slots_per_cycle",
         d.pipeline.issue_slots_per_cycle,
         1,
-        64,
+        MAX_ISSUE_SLOTS,
     )?;
     let c = &d.instructions;
     check_instruction_costs(c, source)?;
@@ -759,7 +813,7 @@ fn check_instruction_costs(c: &RawInstructions, source: &Source) -> Result<(), I
             &format!("dpu.instructions.{name}"),
             value,
             0,
-            1_000_000,
+            MAX_INSTRUCTION_COST,
         )?;
     }
     Ok(())
@@ -831,14 +885,14 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
             "dma.read_latency_fixed_cycles",
             m.read_latency_fixed_cycles,
             0,
-            1 << 20,
+            MAX_DMA_FIXED_CYCLES,
         )?,
         write_latency_fixed_cycles: in_range(
             source,
             "dma.write_latency_fixed_cycles",
             m.write_latency_fixed_cycles,
             0,
-            1 << 20,
+            MAX_DMA_FIXED_CYCLES,
         )?,
         latency_millicycles_per_byte: millicycles(
             source,
@@ -850,7 +904,7 @@ fn validate_dma(m: &RawDma, source: &Source) -> Result<DmaParams, InputError> {
             "dma.occupancy_fixed_cycles",
             m.occupancy_fixed_cycles,
             0,
-            1 << 20,
+            MAX_DMA_FIXED_CYCLES,
         )?,
         occupancy_millicycles_per_byte: millicycles(
             source,

@@ -463,7 +463,7 @@ fn mram_too_small_for_a_microbenchmark_names_the_key() {
 }
 
 /// A value of the wrong type is refused in the file's words, not Rust's: a choice of
-/// names lists the names, a section is a table, a count a whole number.
+/// names lists the names, a section is a table, a count a whole number in the key's range.
 #[test]
 fn a_value_of_the_wrong_type_says_what_the_key_takes() {
     for (set, reason) in [
@@ -476,9 +476,22 @@ fn a_value_of_the_wrong_type_says_what_the_key_takes() {
             "true is not a name; expected `sync` or `async`",
         ),
         ("deviation=1", "integer `1`, expected a table of keys"),
+        // A whole number's range is the one the key takes (the schema's), not its type's.
         (
             "batches.warmup=1.5",
-            "`1.5`, expected a whole number, 0 or more",
+            "`1.5`, expected a whole number, 1 or more",
+        ),
+        (
+            "machine.dpu.max_tasklets=-3",
+            "integer `-3`, expected a whole number from 1 to 32",
+        ),
+        (
+            "machine.transfer.threads_per_rank=-1",
+            "integer `-1`, expected a whole number from 1 to 256",
+        ),
+        (
+            "seed=-1",
+            "integer `-1`, expected a whole number, 0 or more",
         ),
         ("queries.skew=abc", "string \"abc\", expected a number"),
         // A huge number is shown as written, not in three hundred digits.

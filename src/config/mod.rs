@@ -551,6 +551,32 @@ impl Source {
         })
     }
 
+    /// [`deserialize`](Self::deserialize), where a whole number of the wrong type is told
+    /// the key's range from `T`'s JSON Schema (the bounds its validation shares: `ranks`
+    /// from 1), not only its Rust type's (0 or more).
+    pub fn deserialize_bounded<T: DeserializeOwned + schemars::JsonSchema>(
+        &self,
+    ) -> Result<T, InputError> {
+        self.deserialize::<T>().map_err(|mut e| {
+            let Some(at) = e.reason.find(WHOLE_NUMBER) else {
+                return e;
+            };
+            let schema = schemars::generate::SchemaSettings::draft2020_12()
+                .for_deserialize()
+                .into_generator()
+                .into_root_schema_for::<T>()
+                .to_value();
+            if let Some((min, max)) = e.key.as_deref().and_then(|k| schema_range(&schema, k)) {
+                let range = match max {
+                    Some(max) => format!(" from {min} to {max}"),
+                    None => format!(", {min} or more"),
+                };
+                e.reason = format!("{}{WHOLE_NUMBER}{range}", &e.reason[..at]);
+            }
+            e
+        })
+    }
+
     /// For a choice of names given a value that is no string (serde says only "unit
     /// variant"): the value and the names, found by deserialising again with an empty name
     /// there, which serde refuses listing the names.
@@ -583,6 +609,35 @@ const NOT_A_NAME: &str = "invalid type: unit variant, expected string only";
 /// The value at dotted `path` below `value` (`dpu.dma.alignment_bytes`).
 pub fn value_at<'v>(value: &'v toml::Value, path: &str) -> Option<&'v toml::Value> {
     path.split('.').try_fold(value, |v, k| v.get(k))
+}
+
+/// How [`readable`] begins its words for a Rust integer type.
+const WHOLE_NUMBER: &str = ", expected a whole number";
+
+/// The `minimum` and `maximum` of the integer at dotted `key` in a JSON Schema, following
+/// `$ref`s into `$defs`; `None` where the schema states no minimum there.
+fn schema_range(schema: &serde_json::Value, key: &str) -> Option<(u64, Option<u64>)> {
+    let mut node = resolved(schema, schema)?;
+    for part in key.split('.') {
+        node = resolved(schema, node.get("properties")?.get(part)?)?;
+    }
+    let bound = |name: &str| node.get(name).and_then(serde_json::Value::as_u64);
+    Some((bound("minimum")?, bound("maximum")))
+}
+
+/// `node` of `schema`, or the definition its `$ref` names (itself perhaps a reference: a
+/// few at most are followed).
+fn resolved<'s>(
+    schema: &'s serde_json::Value,
+    mut node: &'s serde_json::Value,
+) -> Option<&'s serde_json::Value> {
+    for _ in 0..8 {
+        let Some(target) = node.get("$ref").and_then(serde_json::Value::as_str) else {
+            return Some(node);
+        };
+        node = schema.pointer(target.strip_prefix('#')?)?;
+    }
+    None
 }
 
 /// serde's reason with Rust's type names said as a file's reader knows them.

@@ -689,7 +689,7 @@ impl Workload {
         overrides: &[Override],
     ) -> Result<Workload, InputError> {
         let source = Source::new(origin, table, overrides, None, &["machine"])?;
-        let raw: RawWorkload = source.deserialize()?;
+        let raw: RawWorkload = source.deserialize_bounded()?;
         Self::validate(raw, &source)
     }
 
