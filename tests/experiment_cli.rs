@@ -286,6 +286,18 @@ fn bad_figures_and_names_are_bad_input() {
     let m = manifest(&dir, "stacked = 3");
     let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_bad(&o, &["m.toml", "stacked"]);
+    // Stacked bars draw no error bars: error columns there would be silently dropped.
+    let m = manifest(&dir, "stacked = true");
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &[
+            "m.toml",
+            "`plot[0].error`",
+            "a stacked figure draws no error bars",
+        ],
+    );
+    assert!(!out.exists(), "nothing ran");
     assert_bad(
         &pimdes(&["experiment", "nosuch"]),
         &["unknown experiment `nosuch`", "imbalance-vs-skew"],

@@ -91,9 +91,21 @@ fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
     let d = dir("sweep_resume");
     let m = manifest(&d, GRID);
     let (whole, killed) = (d.join("whole"), d.join("killed"));
-    sweep(&[s(&m), "--out", s(&whole), "--jobs", "2"]);
+    let o = sweep(&[s(&m), "--out", s(&whole), "--jobs", "2"]);
+    assert!(
+        o.stdout.contains("collected 4 points into "),
+        "{}",
+        o.stdout
+    );
     let expected = files(&whole);
     assert_eq!(expected.len(), 4 + 3, "{:?}", expected.keys());
+    // A rerun writes nothing and says so.
+    let o = sweep(&[s(&m), "--out", s(&whole)]);
+    assert!(
+        o.stdout.contains("results.jsonl are up to date (4 points)"),
+        "{}",
+        o.stdout
+    );
     assert!(expected.contains_key("partition.partitioner=qdd-greedy,queries.skew=0.6.json"));
 
     sweep(&[s(&m), "--out", s(&killed)]);
@@ -141,6 +153,26 @@ fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
     let first: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
     assert_eq!(first["queries.skew"], 0.6);
     assert_eq!(first["answers_verified"], true);
+    // The breakdown in the reports' order (stages, waiting, classes), not sorted by name.
+    let stages: Vec<&str> = header
+        .split(',')
+        .filter_map(|c| c.strip_prefix("breakdown_us."))
+        .collect();
+    let keys = pimdes::experiments::run::breakdown_keys();
+    let at = |k: &&str| keys.iter().position(|o| o == k).unwrap();
+    assert!(stages.windows(2).all(|w| at(&w[0]) < at(&w[1])), "{header}");
+    // Every cell is its point file's value exactly, to the last bit of a double.
+    for line in jsonl.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let file = whole.join(row["file"].as_str().unwrap());
+        let point: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        for (column, cell) in row.as_object().unwrap() {
+            let pointer = format!("/{}", column.replace('.', "/"));
+            if let Some(value) = point.pointer(&pointer).filter(|_| cell.is_f64()) {
+                assert_eq!(value.as_f64(), cell.as_f64(), "{column}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -253,7 +285,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 24] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 26] = [
     // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
     // and one that looks like another key.
     (
@@ -297,6 +329,21 @@ const BAD_MANIFESTS: [(&str, &[&str]); 24] = [
     (
         "command = \"run\"\n[zip]\na = [1, 2]\nb = [1]",
         &["key `zip.b`", "same length"],
+    ),
+    // A value listed twice (by value: 1 and 1.0 are one skew) would run one point twice.
+    (
+        "command = \"run\"\n[grid]\nqueries.skew = [0.6, 1, 1.0]",
+        &[
+            "key `grid.queries.skew`",
+            "lists one value twice: 1 (value 1) and 1.0 (value 2)",
+        ],
+    ),
+    (
+        "command = \"run\"\n[zip]\nqueries.skew = [0.6, 1.2, 0.6]\npartition.alpha = [2, 3, 2]",
+        &[
+            "key `zip.partition.alpha`",
+            "rows 0 and 2 alike (partition.alpha = 2, queries.skew = 0.6)",
+        ],
     ),
     (
         "command = \"run\"\npartitioner = \"best\"",
@@ -438,7 +485,7 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(
         o.stderr.contains("error: ")
-            && o.stderr.contains("manifest.toml: key `dpu.mram_size_bytes`: point 1 (`machine.dpu.mram_size_bytes=1048576`): the data does not fit in MRAM"),
+            && o.stderr.contains("manifest.toml: key `machine.dpu.mram_size_bytes`: point 1 (`data.pairs=1500000`, [set] `machine.dpu.mram_size_bytes=1048576`, [set] `machine.usable_dpus=16`, [set] `machine.ranks=1`): the data does not fit in MRAM"),
         "{}",
         o.stderr
     );

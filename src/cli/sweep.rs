@@ -332,12 +332,21 @@ fn execute(
 /// figures never show other numbers than the tables; says what it wrote.
 fn collect_and_draw(dir: &Path) -> Result<String, Error> {
     let c = collect(dir)?;
-    let mut summary = format!(
-        "collected {} points into {} and {}\n",
-        c.points,
-        dir.join(CSV_FILE).display(),
-        dir.join(JSONL_FILE).display()
-    );
+    let (csv, jsonl) = (dir.join(CSV_FILE), dir.join(JSONL_FILE));
+    let mut summary = match c.written {
+        true => format!(
+            "collected {} into {} and {}\n",
+            crate::config::counted(c.points as u64, "point"),
+            csv.display(),
+            jsonl.display()
+        ),
+        false => format!(
+            "{} and {} are up to date ({})\n",
+            csv.display(),
+            jsonl.display(),
+            crate::config::counted(c.points as u64, "point")
+        ),
+    };
     if c.has_figures {
         for figure in plot_dir(dir)? {
             summary.push_str(&format!("{figure}\n"));

@@ -44,7 +44,6 @@ pub struct PlotSpec {
 }
 
 impl PlotSpec {
-    /// Checks the spec's own shape; `origin` names the manifest.
     /// Whether the figure's name is a plain file name (letters, digits, `-` and `_`), so
     /// that its files stay in the sweep's directory.
     pub fn has_plain_name(&self) -> bool {
@@ -52,6 +51,7 @@ impl PlotSpec {
         !self.name.is_empty() && self.name.chars().all(plain)
     }
 
+    /// Checks the spec's own shape; `origin` names the manifest.
     pub fn check(&self, origin: &str, at: usize) -> Result<(), InputError> {
         let bad =
             |key: &str, reason: &str| InputError::key(origin, &format!("plot[{at}].{key}"), reason);
@@ -66,6 +66,12 @@ impl PlotSpec {
         }
         if !self.error.is_empty() && self.error.len() != self.y.len() {
             return Err(bad("error", "must be empty or as long as `y`"));
+        }
+        if self.stacked && !self.error.is_empty() {
+            return Err(bad(
+                "error",
+                "a stacked figure draws no error bars; leave `error` out, or draw lines (stacked = false)",
+            ));
         }
         if !self.y_names.is_empty() && self.y_names.len() != self.y.len() {
             return Err(bad("y_names", "must be empty or as long as `y`"));
@@ -120,6 +126,7 @@ impl PlotSpec {
                     .chain(&results)
                     .map(String::as_str)
                     .chain([POINT])
+                    .filter(|c| !on_axis || !NOT_NUMBERS.contains(c))
                     .collect();
                 let reason = format!(
                     "`{column}` is neither a parameter of the sweep nor a result of `{command}`; expected one of: {}",

@@ -411,10 +411,12 @@ fn axes(raw: &RawManifest, origin: &str) -> Result<Vec<Axis>, InputError> {
     let mut axes = Vec::new();
     for (k, v) in &grid {
         let items = list(origin, &format!("grid.{k}"), v)?;
-        axes.push(Axis {
+        let axis = Axis {
             keys: vec![k.clone()],
             values: items.iter().map(|x| vec![x.clone()]).collect(),
-        });
+        };
+        check_distinct(&axis, origin, "grid")?;
+        axes.push(axis);
     }
     let mut zip = Vec::new();
     flatten(&raw.zip, "", &mut zip);
@@ -444,9 +446,51 @@ fn axes(raw: &RawManifest, origin: &str) -> Result<Vec<Axis>, InputError> {
         }
     }
     if !zipped.keys.is_empty() {
+        check_distinct(&zipped, origin, "zip")?;
         axes.push(zipped);
     }
     Ok(axes)
+}
+
+/// Refuses an axis that lists one value (or zipped row) twice, by value (`1` and `1.0` are
+/// one skew): the two points would run the same configuration.
+fn check_distinct(axis: &Axis, origin: &str, section: &str) -> Result<(), InputError> {
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, row) in axis.values.iter().enumerate() {
+        let canonical: Vec<String> = row.iter().map(canonical).collect();
+        if let Some(first) = seen.insert(canonical, i) {
+            let what = match axis.keys.len() {
+                1 => format!(
+                    "lists one value twice: {} (value {first}) and {} (value {i})",
+                    axis.values[first][0], row[0]
+                ),
+                _ => {
+                    let pairs = axis.keys.iter().zip(row);
+                    let shown: Vec<String> = pairs.map(|(k, v)| format!("{k} = {v}")).collect();
+                    format!("has rows {first} and {i} alike ({})", shown.join(", "))
+                }
+            };
+            return Err(InputError::key(
+                origin,
+                &format!("{section}.{}", axis.keys[0]),
+                format!("{what}; each makes a point, so two points would run one configuration"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A value's text with numbers by value, so that `1` and `1.0` read alike.
+fn canonical(value: &toml::Value) -> String {
+    match value {
+        toml::Value::Integer(i) => format!("{:?}", *i as f64),
+        toml::Value::Float(x) => format!("{x:?}"),
+        toml::Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(canonical).collect();
+            format!("[{}]", inner.join(","))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Every key is set once, and repetitions own the seed.

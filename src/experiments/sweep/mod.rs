@@ -108,20 +108,27 @@ fn point_error(m: &Manifest, p: &Point, inputs: &PointInputs, e: Error) -> Error
 /// An input error that one of point `p`'s `--set`s caused, told against the manifest that
 /// wrote it (the user typed no `--set`).
 fn blamed_on_manifest(m: &Manifest, p: &Point, e: InputError) -> InputError {
-    match e.origin.strip_prefix("--set ") {
-        // A rule over several keys names each `--set` ("--set A and --set B").
-        Some(sets) => InputError::new(
-            &m.origin,
-            e.key.as_deref(),
-            format!(
-                "point {} (`{}`): {}",
-                p.index,
-                sets.replace(" and --set ", "`, `"),
-                e.reason
-            ),
-        ),
-        None => e,
-    }
+    // A rule over several keys names each `--set` ("--set A and --set B").
+    let Some(sets) = e.origin.strip_prefix("--set ") else {
+        return e;
+    };
+    let texts: Vec<&str> = sets.split(" and --set ").collect();
+    let key_of = |text: &str| text.split_once('=').map_or(text, |(k, _)| k).to_owned();
+    // Each as the point's parameter or the manifest's `[set]`, which every point shares.
+    let is_param = |text: &&str| p.params.iter().any(|(k, _)| *k == key_of(text));
+    let (params, fixed): (Vec<&str>, Vec<&str>) = texts.into_iter().partition(is_param);
+    let mut named: Vec<String> = params.iter().map(|t| format!("`{t}`")).collect();
+    named.extend(fixed.iter().map(|t| format!("[set] `{t}`")));
+    // The key as the manifest writes it: a machine file's keys below `machine.`.
+    let key = e.key.as_deref().map(|k| {
+        let machine = format!("machine.{k}");
+        match params.iter().chain(&fixed).any(|t| key_of(t) == machine) {
+            true => machine,
+            false => k.to_owned(),
+        }
+    });
+    let reason = format!("point {} ({}): {}", p.index, named.join(", "), e.reason);
+    InputError::new(&m.origin, key.as_deref(), reason)
 }
 
 pub fn point_inputs(m: &Manifest, p: &Point) -> Result<PointInputs, Error> {

@@ -20,7 +20,7 @@ use super::{
     BatchWork, Index, IndexError, MramNeed, Record, Recording, busiest, check_tasklets, host_step,
     streaming_time,
 };
-use crate::config::InputError;
+use crate::config::{Attribution, InputError, blame_rule};
 use crate::dpu::TaskletTimeline;
 use crate::engine::Time;
 use crate::forest::batch::{DpuBatch, largest_launch_records, launch_parts_of, launch_records};
@@ -1149,14 +1149,25 @@ fn check_mram(
             "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {share} queries{split}) but has {} (dpu.mram_size_bytes); choose another partitioner, less data, {remedy}",
             machine.mram_size_bytes
         );
-        // An MRAM override is the likelier cause than the data the files were written for.
+        // A rule between the files: every `--set` of the MRAM, the DPUs, the data or the
+        // batches is named, the MRAM's first (the likelier cause than the data the files
+        // were written for).
         let mram_key = "dpu.mram_size_bytes";
-        return Err(match machine.attribution.override_of(mram_key) {
-            Some(_) => machine
-                .attribution
-                .error_at(mram_key, format!("{reason}, or a larger {mram_key}")),
-            None => workload.attribution.error_at("data.pairs", reason),
-        });
+        let reason = match machine.attribution.override_of(mram_key) {
+            Some(_) => format!("{reason}, or a larger {mram_key}"),
+            None => reason,
+        };
+        let machine_keys = [mram_key, "usable_dpus", "ranks", "dpus_per_rank"];
+        let work = ["data.pairs", "queries.batch_size", "batches.max_launches"];
+        let parts: [(&Attribution, &[&str]); 2] = [
+            (&machine.attribution, &machine_keys),
+            (&workload.attribution, &work),
+        ];
+        return Err(blame_rule(
+            &parts,
+            (&workload.attribution, "data.pairs"),
+            reason,
+        ));
     }
     Ok(MramNeed {
         available_bytes: machine.mram_size_bytes,
