@@ -1101,6 +1101,24 @@ fn launches_for(
     }
 }
 
+/// The refusal of data that does not fit in MRAM, a rule between the files: every `--set`
+/// of the MRAM, the DPUs, the data or the batches is named, the MRAM's first (the likelier
+/// cause than the data the files were written for).
+fn mram_refusal(machine: &Machine, workload: &Workload, reason: String) -> InputError {
+    let mram_key = "dpu.mram_size_bytes";
+    let reason = match machine.attribution.override_of(mram_key) {
+        Some(_) => format!("{reason}, or a larger {mram_key}"),
+        None => reason,
+    };
+    let machine_keys = [mram_key, "usable_dpus", "ranks", "dpus_per_rank"];
+    let work = ["data.pairs", "queries.batch_size", "batches.max_launches"];
+    let parts: [(&Attribution, &[&str]); 2] = [
+        (&machine.attribution, &machine_keys),
+        (&workload.attribution, &work),
+    ];
+    blame_rule(&parts, (&workload.attribution, "data.pairs"), reason)
+}
+
 /// Checks, before anything is simulated, that every DPU's trees and its largest query and
 /// result buffers fit in MRAM, with each DPU's share of a batch split over the fewest
 /// launches (at most `batches.max_launches`) that make them fit. The error names the DPU
@@ -1149,25 +1167,7 @@ fn check_mram(
             "the data does not fit in MRAM: DPU {dpu} needs {max} bytes ({cold} cold and {hot} hot pairs in trees, and buffers for up to {share} queries{split}) but has {} (dpu.mram_size_bytes); choose another partitioner, less data, {remedy}",
             machine.mram_size_bytes
         );
-        // A rule between the files: every `--set` of the MRAM, the DPUs, the data or the
-        // batches is named, the MRAM's first (the likelier cause than the data the files
-        // were written for).
-        let mram_key = "dpu.mram_size_bytes";
-        let reason = match machine.attribution.override_of(mram_key) {
-            Some(_) => format!("{reason}, or a larger {mram_key}"),
-            None => reason,
-        };
-        let machine_keys = [mram_key, "usable_dpus", "ranks", "dpus_per_rank"];
-        let work = ["data.pairs", "queries.batch_size", "batches.max_launches"];
-        let parts: [(&Attribution, &[&str]); 2] = [
-            (&machine.attribution, &machine_keys),
-            (&workload.attribution, &work),
-        ];
-        return Err(blame_rule(
-            &parts,
-            (&workload.attribution, "data.pairs"),
-            reason,
-        ));
+        return Err(mram_refusal(machine, workload, reason));
     }
     Ok(MramNeed {
         available_bytes: machine.mram_size_bytes,
