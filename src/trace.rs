@@ -4,9 +4,11 @@
 //!
 //! Timestamps are simulated microseconds, written as exact decimals of the integer
 //! picoseconds of [`Time`] (six decimals, never through a float), so the same run gives a
-//! byte-identical file. Events are kept in the order they were added; a bound on their
-//! number keeps a long run's trace from exhausting memory, and a cut trace says so in the
-//! file. Name and thread metadata is neither counted nor dropped: a cut trace keeps its
+//! byte-identical file. Events are written in the order they were added. A bound on their
+//! number keeps a long run's trace from exhausting memory: past it, the trace is cut at a
+//! time, keeping every event that starts before it and none that starts at or after it,
+//! whatever track it is on (so every track ends at the same moment), and it says where in
+//! the file. Name and thread metadata is neither counted nor dropped: a cut trace keeps its
 //! labels.
 //!
 //! ```
@@ -89,11 +91,15 @@ impl From<Time> for ArgValue<'_> {
 pub struct Trace {
     max_events: usize,
     metadata: Vec<String>,
-    events: Vec<String>,
-    /// Events offered after the bound was reached.
+    /// Kept events by (start, order added): the latest-starting go first when the bound
+    /// is passed, and the file lists them in the order added.
+    events: BTreeMap<(Time, u64), String>,
+    /// Events added so far, kept or not (the next one's place in the order).
+    added: u64,
+    /// Events dropped by the bound.
     dropped_events: u64,
-    /// The latest time of any kept event, where the truncation marker goes.
-    latest: Time,
+    /// Where the bound cut the trace: every event starting at or after it was dropped.
+    cut: Option<Time>,
     other: BTreeMap<String, String>,
 }
 
@@ -130,7 +136,8 @@ impl Trace {
 
     /// Adds a complete event (`"ph":"X"`): `name` on thread `tid` of `pid` from `start` to
     /// `end` (an `end` before `start` is written as zero duration). `category` is the
-    /// viewer's filter tag. Returns false, and keeps nothing, once the bound is reached.
+    /// viewer's filter tag. Returns whether it is kept (false when the bound cut the trace
+    /// at or before `start`).
     #[allow(clippy::too_many_arguments)]
     pub fn span(
         &mut self,
@@ -142,7 +149,7 @@ impl Trace {
         end: Time,
         args: &[(&str, ArgValue<'_>)],
     ) -> bool {
-        if !self.has_room() {
+        if !self.has_room(start) {
             return false;
         }
         let mut e = Event::start("X", pid, Some(tid), name);
@@ -150,12 +157,11 @@ impl Trace {
         e.time_field("ts", start);
         e.time_field("dur", end.saturating_sub(start));
         e.args(args);
-        self.keep(e, end.max(start));
-        true
+        self.keep(e, start)
     }
 
-    /// Adds an instant event (`"ph":"i"`, thread scope) at `at`; returns false, and keeps
-    /// nothing, once the bound is reached.
+    /// Adds an instant event (`"ph":"i"`, thread scope) at `at`; returns whether it is kept
+    /// (as for [`span`](Self::span)).
     pub fn instant(
         &mut self,
         pid: u32,
@@ -165,7 +171,7 @@ impl Trace {
         at: Time,
         args: &[(&str, ArgValue<'_>)],
     ) -> bool {
-        if !self.has_room() {
+        if !self.has_room(at) {
             return false;
         }
         let mut e = Event::start("i", pid, Some(tid), name);
@@ -173,8 +179,7 @@ impl Trace {
         e.str_field("s", "t");
         e.time_field("ts", at);
         e.args(args);
-        self.keep(e, at);
-        true
+        self.keep(e, at)
     }
 
     /// Sets `otherData[key]` (run-level facts: machine, workload, seed). Setting a key
@@ -189,9 +194,14 @@ impl Trace {
         self.other.insert(key.to_owned(), rendered);
     }
 
-    /// Whether an event was refused because the bound was reached.
+    /// Whether the bound cut the trace.
     pub fn truncated(&self) -> bool {
         self.dropped_events > 0
+    }
+
+    /// Where the bound cut the trace: no event starting at or after it was kept.
+    pub fn cut_at(&self) -> Option<Time> {
+        self.cut
     }
 
     /// Events refused because the bound was reached.
@@ -208,26 +218,52 @@ impl Trace {
         self.max_events
     }
 
-    fn has_room(&mut self) -> bool {
-        if self.events.len() < self.max_events {
-            return true;
+    /// Whether an event starting at `start` may be kept: one at or after the cut is dropped.
+    fn has_room(&mut self, start: Time) -> bool {
+        if self.cut.is_some_and(|cut| start >= cut) {
+            self.dropped_events += 1;
+            return false;
         }
-        self.dropped_events += 1;
-        false
+        true
     }
 
-    fn keep(&mut self, e: Event, end: Time) {
-        self.events.push(e.finish());
-        self.latest = self.latest.max(end);
+    /// Keeps `e`; past the bound, drops the latest-starting events, every one of their
+    /// start at once, and cuts the trace there. Returns whether `e` is still kept.
+    fn keep(&mut self, e: Event, start: Time) -> bool {
+        let place = (start, self.added);
+        self.added += 1;
+        self.events.insert(place, e.finish());
+        while self.events.len() > self.max_events {
+            let Some((&(latest, _), _)) = self.events.last_key_value() else {
+                break;
+            };
+            while self
+                .events
+                .last_key_value()
+                .is_some_and(|(k, _)| k.0 == latest)
+            {
+                self.events.pop_last();
+                self.dropped_events += 1;
+            }
+            self.cut = Some(latest);
+        }
+        self.events.contains_key(&place)
     }
 
     /// Writes `{"traceEvents":[...],"displayTimeUnit":"ns","otherData":{...}}`, one event
     /// per line: metadata first, then the events in the order they were added, then, if
-    /// the trace was cut, a global instant at the latest kept time saying so.
+    /// the trace was cut, a global instant at the cut saying so.
     pub fn write_to(&self, w: &mut impl io::Write) -> io::Result<()> {
         w.write_all(b"{\"traceEvents\":[")?;
         let marker = self.truncation_marker();
-        let lines = self.metadata.iter().chain(&self.events).chain(&marker);
+        let mut events: Vec<(&u64, &String)> = self
+            .events
+            .iter()
+            .map(|((_, order), e)| (order, e))
+            .collect();
+        events.sort_unstable_by_key(|(order, _)| **order);
+        let events = events.into_iter().map(|(_, e)| e);
+        let lines = self.metadata.iter().chain(events).chain(&marker);
         for (i, line) in lines.enumerate() {
             w.write_all(if i == 0 { b"\n" } else { b",\n" })?;
             w.write_all(line.as_bytes())?;
@@ -237,22 +273,22 @@ impl Trace {
         w.write_all(b"}\n")
     }
 
-    /// What the cut says, in the marker event and in `otherData`.
-    fn truncation_note(&self) -> String {
+    /// What the cut says, in the marker event, in `otherData` and in a run's warning.
+    pub fn truncation_note(&self) -> String {
+        let mut at = String::new();
+        push_us(&mut at, self.cut.unwrap_or_default());
         format!(
-            "trace cut at {} events; {} more were dropped",
+            "trace cut at {at} us by its bound of {} events: the {} events starting from then on were dropped",
             self.max_events, self.dropped_events
         )
     }
 
     fn truncation_marker(&self) -> Option<String> {
-        if !self.truncated() {
-            return None;
-        }
+        let cut = self.cut?;
         let mut e = Event::start("i", 0, Some(0), &self.truncation_note());
         e.str_field("cat", "trace");
         e.str_field("s", "g");
-        e.time_field("ts", self.latest);
+        e.time_field("ts", cut);
         Some(e.finish())
     }
 

@@ -102,9 +102,8 @@ fn open_arrivals_below_capacity_answer_within_two_batch_times() {
 
 /// Open arrivals start with small batches that grow towards the arrival rate's size: a
 /// measurement taken while they still grow is said to be one (here 2 warm-up batches at
-/// 1.2 times the closed throughput: 484 queries in the first measured batch, 924 in the
-/// last), and not once they have settled (20 warm-up batches) or when they settle at once
-/// (a quarter of the throughput).
+/// 0.9 times the closed throughput, docs/run.md's example), and not once they have settled
+/// (20 warm-up batches) or when they settle at once (a quarter of the throughput).
 #[test]
 fn open_arrivals_measured_while_batches_grow_are_warned_of() {
     let closed = run_with(&[]);

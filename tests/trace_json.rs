@@ -163,12 +163,18 @@ fn strings_are_escaped() {
 }
 
 #[test]
-fn the_bound_keeps_the_first_events_and_all_metadata() {
+fn the_bound_cuts_the_trace_at_a_time_and_keeps_all_metadata() {
     let mut t = sample(3);
+    // Five events, three kept: those starting before the fourth's start, on any track.
     assert!(t.truncated());
     assert_eq!((t.events(), t.dropped_events()), (3, 2));
-    assert!(!t.span(0, 0, "late", "host", Time(0), Time(1), &[]));
-    assert!(!t.instant(0, 0, "late", "host", Time(0), &[]));
+    assert_eq!(t.cut_at(), Some(Time(5_502_859)));
+    // An event starting at or after the cut is dropped; one before it is kept and pushes
+    // the cut back to the start of the latest event it displaces.
+    assert!(!t.span(0, 0, "late", "host", Time(6_000_000), Time(6_000_001), &[]));
+    assert!(t.span(0, 0, "early", "host", Time(1_000_000), Time(1_500_000), &[]));
+    assert_eq!(t.cut_at(), Some(Time(5_500_001)));
+    assert_eq!((t.events(), t.dropped_events()), (3, 4));
     // Metadata is not counted: adding it to a full trace still works.
     t.thread(0, 1, "host thread 1", 1);
     let v = parse(&t);
@@ -179,22 +185,38 @@ fn the_bound_keeps_the_first_events_and_all_metadata() {
         .filter(|e| e["ph"] == "X")
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    assert_eq!(kept, ["route", "transfer to DPUs", "dma"]);
-    // The last event says where the trace was cut, at the latest kept time.
+    // In the order added.
+    assert_eq!(kept, ["route", "transfer to DPUs", "early"]);
+    // The last event says where the trace was cut, at the cut.
+    let note = "trace cut at 5.500001 us by its bound of 3 events: the 4 events starting from then on were dropped";
     let marker = all.last().unwrap();
     assert_eq!((&marker["ph"], &marker["s"]), (&"i".into(), &"g".into()));
-    assert_eq!(marker["name"], "trace cut at 3 events; 4 more were dropped");
-    assert!(json(&t).contains(r#""ts":5.731430}"#));
+    assert_eq!(marker["name"], note);
+    assert!(json(&t).contains(r#""ts":5.500001}"#));
     let other = &v["otherData"];
     assert_eq!(other["truncated"], true);
     assert_eq!(
         (&other["max_events"], &other["dropped_events"]),
         (&3.into(), &4.into())
     );
+    assert_eq!(other["truncation"], note);
+}
+
+/// Events of one start are kept or dropped together, so the cut is clean: nothing kept
+/// starts at or after it.
+#[test]
+fn the_cut_drops_every_event_of_its_start() {
+    let mut t = Trace::new(2);
+    assert!(t.span(0, 0, "a", "host", Time(1), Time(2), &[]));
+    assert!(t.span(0, 1, "b", "host", Time(5), Time(6), &[]));
+    assert!(!t.span(0, 2, "c", "host", Time(5), Time(7), &[]));
     assert_eq!(
-        other["truncation"],
-        "trace cut at 3 events; 4 more were dropped"
+        (t.events(), t.dropped_events(), t.cut_at()),
+        (1, 2, Some(Time(5)))
     );
+    assert!(!t.instant(0, 0, "d", "host", Time(5), &[]));
+    assert!(t.instant(0, 0, "e", "host", Time(4), &[]));
+    assert_eq!((t.events(), t.cut_at()), (2, Some(Time(5))));
 }
 
 #[test]

@@ -306,3 +306,73 @@ fn bad_trace_flags_are_input_errors() {
     assert_eq!(o.code, Some(2));
     assert!(o.stderr.contains("--trace"), "{}", o.stderr);
 }
+
+/// A trace that reaches its bound is cut at one moment on every track (nothing kept starts
+/// at or after the cut, and every track keeps what started before it), and the run's report
+/// says so among its warnings, as stderr does.
+#[test]
+fn a_trace_cut_by_its_bound_is_cut_at_one_time_and_reported() {
+    use pimdes::config::Override;
+    use pimdes::experiments::run::{Silent, run_traced};
+    use pimdes::experiments::timeline::{TraceDpus, TraceRequest};
+    let sets: Vec<Override> = ["machine.ranks=1", "machine.usable_dpus=8"]
+        .iter()
+        .map(|s| Override::parse(s).unwrap())
+        .collect();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let machine =
+        pimdes::machine::Machine::load(format!("{root}/machines/paper-2rank.toml").as_ref(), &sets)
+            .unwrap();
+    let workload =
+        pimdes::workload::Workload::load(format!("{root}/workloads/tiny.toml").as_ref(), &sets)
+            .unwrap();
+    let partitioner = pimdes::partition::by_name("qdd-double-scan").unwrap();
+    let request = TraceRequest {
+        batches: 0..5,
+        dpus: TraceDpus::Busiest,
+        max_events: 60,
+    };
+    let (report, trace) = run_traced(
+        &machine,
+        &workload,
+        partitioner.as_ref(),
+        &mut Silent,
+        Some(&request),
+    )
+    .unwrap();
+    let trace = trace.unwrap();
+    assert!(trace.truncated(), "the bound is small enough to cut");
+    let cut = trace.cut_at().unwrap();
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.starts_with("trace cut at "));
+    assert!(
+        warning.is_some_and(|w| w.contains("by its bound of 60 events")),
+        "{:?}",
+        report.warnings
+    );
+    let mut bytes = Vec::new();
+    trace.write_to(&mut bytes).unwrap();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    let cut_us = cut.ps() as f64 / 1e6;
+    let kept: Vec<&Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect();
+    assert!(kept.iter().all(|e| e["ts"].as_f64().unwrap() < cut_us));
+    // Each of the batch, host and rank tracks keeps spans up to the cut, not only some.
+    for pid in [1, 2, 3] {
+        let last = kept
+            .iter()
+            .filter(|e| e["pid"] == pid)
+            .map(|e| e["ts"].as_f64().unwrap());
+        let last = last.fold(0.0, f64::max);
+        assert!(
+            last > 0.0 && last < cut_us,
+            "pid {pid}: {last} against {cut_us}"
+        );
+    }
+}

@@ -166,9 +166,12 @@ fn trace_request(
         return Err(InputError::plain(
             "--trace-batches",
             format!(
-                "{} batches x {} DPUs is {} DPU timelines; a trace holds at most {MAX_TRACED_DPU_BATCHES}: trace fewer batches (--trace-batches) or DPUs (--trace-dpus)",
-                request.batches.end - request.batches.start,
-                request.recordings() / (request.batches.end - request.batches.start).max(1),
+                "{} x {} is {} DPU timelines; a trace holds at most {MAX_TRACED_DPU_BATCHES}: trace fewer batches (--trace-batches) or DPUs (--trace-dpus)",
+                crate::config::counted(request.batches.end - request.batches.start, "batch"),
+                crate::config::counted(
+                    request.recordings() / (request.batches.end - request.batches.start).max(1),
+                    "DPU"
+                ),
                 request.recordings()
             ),
         ));
@@ -211,13 +214,6 @@ fn write_outputs(args: &RunArgs, json: &str, timeline: Option<&Trace>) -> Result
         ));
     }
     write_all_atomically(&outputs)?;
-    if let Some((_, t, _)) = trace.filter(|(_, t, _)| t.truncated()) {
-        eprintln!(
-            "warning: the trace reached its bound of {} events and was cut there ({} more dropped); trace fewer batches or DPUs",
-            t.max_events(),
-            t.dropped_events()
-        );
-    }
     Ok(())
 }
 

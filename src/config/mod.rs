@@ -220,7 +220,22 @@ pub fn shown(x: f64) -> String {
 pub fn counted(n: impl Into<u64>, noun: &str) -> String {
     match n.into() {
         1 => format!("1 {noun}"),
-        n => format!("{n} {noun}s"),
+        n => format!("{n} {}", plural(noun)),
+    }
+}
+
+/// The plural of an English noun as the messages use them: `batch` -> `batches`, `query`
+/// -> `queries`, `point` -> `points` (of the last word when there are several).
+fn plural(noun: &str) -> String {
+    let vowel = |c: char| "aeiou".contains(c);
+    if ["s", "x", "ch", "sh"].iter().any(|end| noun.ends_with(end)) {
+        format!("{noun}es")
+    } else if let Some(stem) = noun.strip_suffix('y')
+        && stem.chars().last().is_some_and(|c| !vowel(c))
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{noun}s")
     }
 }
 
@@ -671,6 +686,23 @@ fn readable(reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_the_plural_of_their_noun() {
+        let cases = [
+            (1, "batch", "1 batch"),
+            (2, "batch", "2 batches"),
+            (2, "query", "2 queries"),
+            (2, "day", "2 days"),
+            (0, "point", "0 points"),
+            (3, "more violation", "3 more violations"),
+            (2, "DPU", "2 DPUs"),
+            (2, "box", "2 boxes"),
+        ];
+        for (n, noun, said) in cases {
+            assert_eq!(counted(n as u64, noun), said);
+        }
+    }
 
     #[test]
     fn override_values_parse_as_toml_or_string() {

@@ -478,7 +478,7 @@ mod timeline_trace {
         /// a launch that began at `launch_start` on `clock`. Cycle boundaries go through
         /// [`Clock::to_time`], so adjacent spans still meet exactly. A truncated timeline ends
         /// with an instant saying so on the first tasklet's thread. Returns false if the
-        /// trace's bound cut the spans short.
+        /// trace's bound dropped some of them.
         pub fn add_to_trace(
             &self,
             trace: &mut Trace,
@@ -488,6 +488,7 @@ mod timeline_trace {
             launch_start: Time,
         ) -> bool {
             let at = |cycle: u64| launch_start + clock.to_time(Cycles(cycle));
+            let mut all_kept = true;
             for s in &self.spans {
                 let mut args = vec![
                     ("start_cycle", ArgValue::U64(s.start_cycle)),
@@ -499,16 +500,16 @@ mod timeline_trace {
                 }
                 let (start, end) = (at(s.start_cycle), at(s.end_cycle));
                 let tid = first_tid.saturating_add(s.tasklet);
-                if !trace.span(pid, tid, s.activity.label(), "tasklet", start, end, &args) {
-                    return false;
-                }
+                // Past the trace's cut a span is dropped; an earlier one of another
+                // tasklet may still be kept, so every span is offered.
+                all_kept &= trace.span(pid, tid, s.activity.label(), "tasklet", start, end, &args);
             }
             if self.truncated {
                 let last = self.spans.iter().map(|s| s.end_cycle).max().unwrap_or(0);
                 let name = format!("tasklet timeline cut at {} spans", self.spans.len());
-                return trace.instant(pid, first_tid, &name, "tasklet", at(last), &[]);
+                all_kept &= trace.instant(pid, first_tid, &name, "tasklet", at(last), &[]);
             }
-            true
+            all_kept
         }
     }
 }

@@ -505,15 +505,20 @@ pub fn drive(
         trace
     });
     let cut = cut_timelines(&g.tasklets);
+    let bound = trace.as_ref().filter(|t| t.truncated());
+    let bounded = bound.map(|t| format!("{}; trace fewer batches or DPUs", t.truncation_note()));
     let unrecorded = (trace.is_some() && !index::records_timelines(workload)).then(|| {
         format!(
-            "the trace has no tasklet timelines: {} records none for {} queries (of PIM-tree's kernels only the gets' are recorded, pim-tree.md); its batch, host and rank tracks are whole",
+            "the trace has no tasklet timelines: {} records none for {} queries (of PIM-tree's kernels only the gets' are recorded, pim-tree.md){}",
             index.name(),
-            workload.kind.name()
+            workload.kind.name(),
+            if bound.is_some() { "" } else { "; its batch, host and rank tracks are whole" }
         )
     });
     let mut report = report(machine, workload, index, config, init, &timeline, g, &clock);
-    report.warnings.extend(cut.into_iter().chain(unrecorded));
+    report
+        .warnings
+        .extend(cut.into_iter().chain(unrecorded).chain(bounded));
     Ok((report, trace))
 }
 
@@ -807,7 +812,7 @@ fn saturation(workload: &Workload, timeline: &Timeline) -> Option<String> {
     (open && timeline.backlog_at_end >= workload.batch_size).then(|| {
         format!(
             "saturated: queries arrive at {} per second, faster than the machine serves them; {} queries were still waiting at the end",
-            workload.queries_per_s.unwrap_or(0.0),
+            per_second(workload.queries_per_s.unwrap_or(0.0)),
             timeline.backlog_at_end
         )
     })
@@ -836,12 +841,25 @@ fn ramp(workload: &Workload, timeline: &Timeline, served_per_s: f64) -> Option<S
     let shortfall = served as f64 * (rate / served_per_s.max(1e-12) - 1.0);
     (served_per_s < 0.9 * rate && shortfall >= MIN_SHORTFALL).then(|| {
         format!(
-            "the measured batches served {} queries per second, {:.0} % below the {} that arrive ({first} queries in the first batch, {last} in the last): open arrivals start with small batches, and this run measured them before they settled, or the machine cannot serve the rate (its batches then grow until full: saturated); add warm-up batches (batches.warmup) to tell",
-            crate::config::shown(served_per_s.round()),
+            "the measured batches served {} queries per second, {:.0} % below the {} that arrive ({} in the first batch, {last} in the last): open arrivals start with small batches, and this run measured them before they settled, or the machine cannot serve the rate (its batches then grow until full: saturated); add warm-up batches (batches.warmup) to tell",
+            per_second(served_per_s),
             (1.0 - served_per_s / rate) * 100.0,
-            crate::config::shown(rate)
+            per_second(rate),
+            match first {
+                1 => "1 query".to_owned(),
+                n => format!("{n} queries"),
+            }
         )
     })
+}
+
+/// A rate in a warning: whole from 100 per second up (a rate derived from a measurement
+/// carries a dozen digits nobody reads), as written below.
+fn per_second(rate: f64) -> String {
+    match rate >= 100.0 {
+        true => format!("{rate:.0}"),
+        false => crate::config::shown(rate),
+    }
 }
 
 /// The fewest queries short of the arrivals that [`ramp`] reports.
