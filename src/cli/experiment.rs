@@ -15,7 +15,7 @@ pub struct ExperimentArgs {
     /// The experiment (see --list).
     #[arg(value_name = "NAME", required_unless_present = "list", value_parser = super::Completes(|| EXPERIMENTS.iter().map(|e| e.name).collect()), hide_possible_values = true)]
     name: Option<String>,
-    /// quick (minutes on a laptop) or paper (the paper's configuration).
+    /// quick (seconds each) or paper (the paper's configuration: minutes to hours each, and about 10 GiB; docs/experiments.md).
     #[arg(long, default_value = "quick", value_parser = super::Completes(|| SCALES.to_vec()), hide_possible_values = true)]
     scale: String,
     /// Directory of the results and figures (one sweep directory per part). Default:

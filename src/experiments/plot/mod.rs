@@ -207,6 +207,18 @@ fn series_values(spec: &PlotSpec, rows: &[Value]) -> Vec<String> {
     values
 }
 
+/// A series' legend: its value, named by the series key's last part when the value is a
+/// number (`pairs = 2500000`; a partitioner's name says what it is).
+fn series_label(spec: &PlotSpec, value: &str) -> String {
+    match (&spec.series, value.parse::<f64>()) {
+        (Some(key), Ok(_)) => {
+            let short = key.rsplit('.').next().unwrap_or(key);
+            format!("{short} = {value}")
+        }
+        _ => value.to_owned(),
+    }
+}
+
 fn in_series(spec: &PlotSpec, row: &Value, value: &str) -> bool {
     spec.series
         .as_ref()
@@ -241,10 +253,11 @@ fn lines(spec: &PlotSpec, rows: &[Value]) -> Vec<Line> {
                 })
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let series = series_label(spec, &value);
             let label = match (value.is_empty(), spec.y.len()) {
                 (true, _) => y_name(spec, k),
-                (false, 1) => value.clone(),
-                (false, _) => format!("{value}: {}", y_name(spec, k)),
+                (false, 1) => series,
+                (false, _) => format!("{series}: {}", y_name(spec, k)),
             };
             out.push(Line { label, points });
         }
@@ -277,9 +290,12 @@ fn bars(spec: &PlotSpec, rows: &[Value]) -> Vec<Bar> {
 fn table(spec: &PlotSpec, rows: &[Value], params: &[String]) -> String {
     let mut columns = vec![spec.x.clone()];
     columns.extend(spec.series.iter().cloned());
-    let repetition = "repetition".to_owned();
-    if params.contains(&repetition) && !columns.contains(&repetition) {
-        columns.push(repetition);
+    // Every parameter of the sweep, so that each row says which point it is (x may be a
+    // result, such as `imbalance.data`, that no parameter shows).
+    for p in params {
+        if !columns.contains(p) {
+            columns.push(p.clone());
+        }
     }
     for (k, y) in spec.y.iter().enumerate() {
         columns.push(y.clone());
@@ -509,8 +525,18 @@ impl std::fmt::Display for Figure {
 
 #[cfg(test)]
 mod tests {
-    use super::format_cell;
+    use super::{PlotSpec, format_cell, series_label};
     use serde_json::{Value, json};
+
+    #[test]
+    fn a_numeric_series_is_named_in_its_legend() {
+        let spec: PlotSpec = toml::from_str(
+            "name = \"a\"\ntitle = \"t\"\nx = \"queries.skew\"\ny = [\"y\"]\ny_label = \"us\"\nseries = \"data.pairs\"",
+        )
+        .unwrap();
+        assert_eq!(series_label(&spec, "2500000"), "pairs = 2500000");
+        assert_eq!(series_label(&spec, "qdd-greedy"), "qdd-greedy");
+    }
 
     #[test]
     fn table_cells_keep_whole_numbers_exact_and_round_others() {

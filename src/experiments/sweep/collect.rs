@@ -124,10 +124,14 @@ fn load_points(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError>
             return Err(InputError::plain(
                 path.display().to_string(),
                 format!(
-                    "point {} has no result yet: run it (`pimdes sweep MANIFEST --out {} --point {}`) before collecting",
+                    "point {} has no result yet: run it (`pimdes sweep MANIFEST --out {} --point {}`, with the manifest that wrote the sweep{}) before collecting",
                     p.point,
                     dir.display(),
-                    p.point
+                    p.point,
+                    index
+                        .manifest
+                        .as_deref()
+                        .map_or(String::new(), |m| format!(", `{m}`"))
                 ),
             ));
         }
