@@ -7,8 +7,7 @@
 //! byte-identical file. Events are written in the order they were added. A bound on their
 //! number keeps a long run's trace from exhausting memory: past it, the trace is cut at a
 //! time, keeping every event that starts before it and none that starts at or after it,
-//! whatever track it is on (so every track ends at the same moment), and it says where in
-//! the file. Name and thread metadata is neither counted nor dropped: a cut trace keeps its
+//! whatever track it is on (no track stops early), and it says where in the file. Name and thread metadata is neither counted nor dropped: a cut trace keeps its
 //! labels.
 //!
 //! ```
@@ -136,8 +135,9 @@ impl Trace {
 
     /// Adds a complete event (`"ph":"X"`): `name` on thread `tid` of `pid` from `start` to
     /// `end` (an `end` before `start` is written as zero duration). `category` is the
-    /// viewer's filter tag. Returns whether it is kept (false when the bound cut the trace
-    /// at or before `start`).
+    /// viewer's filter tag. Returns whether it is kept for now (false when the bound cut
+    /// the trace at or before `start`; a later event that starts earlier may still
+    /// displace it).
     #[allow(clippy::too_many_arguments)]
     pub fn span(
         &mut self,

@@ -251,6 +251,22 @@ fn a_result_that_breaks_its_schema_is_refused() {
         "{}",
         o.stdout
     );
+    // Nor is a field a record lacks (records are one of several shapes in the schema).
+    let bench = d.join("bench.json");
+    let o = pimdes(&["microbench", "mram", "--quiet", "--json"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    std::fs::write(&bench, o.stdout).unwrap();
+    let lacking = d.join("lacking.json");
+    edit(&bench, &lacking, |v| {
+        v["records"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("latency_cycles");
+    });
+    let o = compare(&lacking, &bench, &[]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    let only = "only in NEW, not compared: records[0].latency_cycles";
+    assert!(o.stdout.contains(only), "{}", o.stdout);
 }
 
 /// What a later pimdes or a person changes in a configuration without changing a result:

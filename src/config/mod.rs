@@ -552,18 +552,7 @@ impl Source {
     /// Deserialises the table into `T`. An error names the override when the failing key
     /// was set by one, else the file.
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, InputError> {
-        let value = toml::Value::Table(self.table.clone());
-        serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
-            let path = err.path().to_string();
-            // The message alone: toml's `Display` appends "in `key`", which the error
-            // names already.
-            let reason = err.into_inner().message().to_owned();
-            let reason = match reason.as_str() {
-                NOT_A_NAME => self.names_expected::<T>(&path).unwrap_or(reason),
-                _ => readable(&reason),
-            };
-            self.attribution.error_at(&path, reason)
-        })
+        self.deserialize_ranged::<T>(|_| None)
     }
 
     /// [`deserialize`](Self::deserialize), where a whole number of the wrong type is told
@@ -572,23 +561,43 @@ impl Source {
     pub fn deserialize_bounded<T: DeserializeOwned + schemars::JsonSchema>(
         &self,
     ) -> Result<T, InputError> {
-        self.deserialize::<T>().map_err(|mut e| {
-            let Some(at) = e.reason.find(WHOLE_NUMBER) else {
-                return e;
-            };
+        self.deserialize_ranged::<T>(|path| {
             let schema = schemars::generate::SchemaSettings::draft2020_12()
                 .for_deserialize()
                 .into_generator()
                 .into_root_schema_for::<T>()
                 .to_value();
-            if let Some((min, max)) = e.key.as_deref().and_then(|k| schema_range(&schema, k)) {
-                let range = match max {
+            schema_range(&schema, path)
+        })
+    }
+
+    /// Deserialises, saying a whole number's range by `range` of the failing key's dotted
+    /// path (serde's, so that an override of a whole section still finds the key's).
+    fn deserialize_ranged<T: DeserializeOwned>(
+        &self,
+        range: impl Fn(&str) -> Option<(u64, Option<u64>)>,
+    ) -> Result<T, InputError> {
+        let value = toml::Value::Table(self.table.clone());
+        serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
+            let path = err.path().to_string();
+            // The message alone: toml's `Display` appends "in `key`", which the error
+            // names already.
+            let reason = err.into_inner().message().to_owned();
+            let mut reason = match reason.as_str() {
+                NOT_A_NAME => self.names_expected::<T>(&path).unwrap_or(reason),
+                _ => readable(&reason),
+            };
+            // Only `readable`'s own tail is rewritten (a quoted value may hold the words).
+            if let Some(at) = reason.rfind(WHOLE_NUMBER)
+                && let Some((min, max)) = range(&path)
+            {
+                let said = match max {
                     Some(max) => format!(" from {min} to {max}"),
                     None => format!(", {min} or more"),
                 };
-                e.reason = format!("{}{WHOLE_NUMBER}{range}", &e.reason[..at]);
+                reason = format!("{}{WHOLE_NUMBER}{said}", &reason[..at]);
             }
-            e
+            self.attribution.error_at(&path, reason)
         })
     }
 

@@ -478,7 +478,8 @@ mod timeline_trace {
         /// a launch that began at `launch_start` on `clock`. Cycle boundaries go through
         /// [`Clock::to_time`], so adjacent spans still meet exactly. A truncated timeline ends
         /// with an instant saying so on the first tasklet's thread. Returns false if the
-        /// trace's bound dropped some of them.
+        /// trace's bound refused some of them when offered (a later event that starts
+        /// earlier may still displace one that was kept).
         pub fn add_to_trace(
             &self,
             trace: &mut Trace,

@@ -26,12 +26,32 @@ impl std::fmt::Display for Violation {
 /// (sorted by name).
 pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
-    Checker { root: schema }.check(schema, value, "$", &mut out);
+    let checker = Checker {
+        root: schema,
+        absent_allowed: false,
+    };
+    checker.check(schema, value, "$", &mut out);
+    out
+}
+
+/// As [`validate`], but every key may be absent, at any depth (inside an alternative of
+/// `oneOf` too, which then needs one alternative to match, not exactly one): only the
+/// values present are checked. For a result written by another
+/// version of the same report shape, which may lack fields added since.
+pub fn validate_present(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let checker = Checker {
+        root: schema,
+        absent_allowed: true,
+    };
+    checker.check(schema, value, "$", &mut out);
     out
 }
 
 struct Checker<'a> {
     root: &'a Value,
+    /// Whether `required` is waived.
+    absent_allowed: bool,
 }
 
 fn violation(at: &str, reason: String) -> Violation {
@@ -87,6 +107,7 @@ impl Checker<'_> {
                     }
                 }
             }
+            "required" if self.absent_allowed => {}
             "required" => {
                 let keys = arg
                     .as_array()
@@ -142,16 +163,16 @@ impl Checker<'_> {
             "oneOf" | "anyOf" => {
                 let alternatives = arg.as_array().map_or(&[][..], Vec::as_slice);
                 let passing = alternatives.iter().filter(|s| self.passes(s, v)).count();
-                let ok = if rule == "oneOf" {
+                // With absent keys allowed, the keys that tell alternatives apart may be
+                // absent, so several may match: one is enough.
+                let ok = if rule == "oneOf" && !self.absent_allowed {
                     passing == 1
                 } else {
                     passing >= 1
                 };
                 if !ok {
-                    out.push(violation(
-                        at,
-                        format!("{passing} alternatives of {rule} match {v}"),
-                    ));
+                    let reason = format!("{passing} alternatives of {rule} match {}", shown(v));
+                    out.push(violation(at, reason));
                 }
             }
             "allOf" => {
@@ -207,6 +228,15 @@ fn value_rule(rule: &str, arg: &Value, v: &Value, at: &str, out: &mut Vec<Violat
         _ => return false,
     }
     true
+}
+
+/// `v` as JSON, cut short when long (a whole record would bury the message).
+fn shown(v: &Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(80) {
+        Some((end, _)) => format!("{} ...", &text[..end]),
+        None => text,
+    }
 }
 
 /// Whether `v` is of the JSON Schema type `t` (an unknown type matches nothing).
@@ -266,6 +296,30 @@ mod tests {
         assert_eq!(missing.len(), 2, "{missing:?}");
         assert_eq!(missing[0].to_string(), "$.n: 1.5 is not of type integer");
         assert!(missing[1].missing && missing[1].reason == "lacks `name`");
+    }
+
+    #[test]
+    fn absent_keys_pass_present_ones_are_checked_at_any_depth() {
+        let schema = json!({
+            "type": "object",
+            "required": ["r"],
+            "properties": {"r": {"oneOf": [
+                {"type": "object", "required": ["a", "b"], "properties": {"a": {"const": 1}}},
+                {"type": "object", "required": ["c"], "properties": {"c": {"type": "string"}}}
+            ]}}
+        });
+        // The first alternative without its `b`: refused by `validate`, not by this.
+        let older = json!({"r": {"a": 1}});
+        assert_eq!(validate(&schema, &older).len(), 1);
+        assert_eq!(validate_present(&schema, &older), []);
+        assert_eq!(validate_present(&schema, &json!({})), []);
+        // One alternative is enough, since the keys that tell them apart may be absent.
+        assert_eq!(validate_present(&schema, &json!({"r": {"c": "x"}})), []);
+        let wrong = validate_present(&schema, &json!({"r": {"a": 2, "c": 3}}));
+        assert_eq!(
+            wrong[0].to_string(),
+            "$.r: 0 alternatives of oneOf match {\"a\":2,\"c\":3}"
+        );
     }
 
     #[test]

@@ -237,6 +237,16 @@ pub fn names() -> &'static [&'static str] {
 
 /// The stages of every index's batches, each name once (the per-stage keys of a run's
 /// `breakdown_us`).
+/// The stages of the index called `name`, in its batches' order (none for an unknown name).
+pub fn stages_of(name: &str) -> Vec<&'static str> {
+    let stages: &[_] = match name {
+        bforest::NAME => &bforest::STAGES,
+        pimtree::NAME => &pimtree::STAGES,
+        _ => &[],
+    };
+    stages.iter().map(|s| s.name).collect()
+}
+
 pub fn stage_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Vec::new();
     for stage in bforest::STAGES.iter().chain(&pimtree::STAGES) {

@@ -105,9 +105,19 @@ fn metric_columns(command: &str, results: &[Value]) -> Vec<String> {
             }
         }
     }
-    // In the reports' order, stage by stage, then waiting and the classes (a parsed
-    // report's keys come sorted by name); a key this pimdes does not know goes last.
-    let order = super::super::run::breakdown_keys();
+    // In the reports' order (a parsed report's keys come sorted by name): the stages of
+    // each point's index, the first point's first, then waiting and the classes; a key
+    // this pimdes does not know goes last.
+    let mut order: Vec<&str> = Vec::new();
+    let indexes = results
+        .iter()
+        .filter_map(|r| r.get("index").and_then(Value::as_str));
+    let known = indexes.flat_map(crate::index::stages_of);
+    for key in known.chain(super::super::run::breakdown_keys()) {
+        if !order.contains(&key) {
+            order.push(key);
+        }
+    }
     stages.sort_by_key(|k| order.iter().position(|o| o == k).unwrap_or(order.len()));
     let mut columns: Vec<String> = RUN_FIRST.map(String::from).to_vec();
     columns.extend(stages.iter().map(|k| format!("breakdown_us.{k}")));
@@ -262,6 +272,57 @@ pub fn collect(dir: &Path) -> Result<Collected, Error> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    /// The breakdown columns follow each index's own stages, whatever order a parsed
+    /// report's keys come in.
+    #[test]
+    fn breakdown_columns_follow_the_index_of_the_points() {
+        let breakdown = |keys: &[&str]| {
+            let map: serde_json::Map<String, serde_json::Value> =
+                keys.iter().map(|k| (k.to_string(), json!(1.0))).collect();
+            serde_json::Value::Object(map)
+        };
+        let pim_tree = [
+            "cpu",
+            "cpu_to_dpu",
+            "dpu_kernel",
+            "dpu_to_cpu",
+            "fill",
+            "sort",
+            "task_generation",
+            "waiting",
+        ];
+        let b_forest = [
+            "cpu_to_dpu",
+            "dpu_kernel",
+            "dpu_to_cpu",
+            "postprocessing",
+            "routing",
+        ];
+        let results = [
+            json!({"index": "pim-tree", "breakdown_us": breakdown(&pim_tree)}),
+            json!({"index": "b+forest", "breakdown_us": breakdown(&b_forest)}),
+        ];
+        let columns = super::metric_columns("run", &results);
+        let stages: Vec<&str> = columns
+            .iter()
+            .filter_map(|c| c.strip_prefix("breakdown_us."))
+            .collect();
+        let want = [
+            "sort",
+            "task_generation",
+            "cpu_to_dpu",
+            "dpu_kernel",
+            "dpu_to_cpu",
+            "fill",
+            "routing",
+            "postprocessing",
+            "waiting",
+            "cpu",
+        ];
+        assert_eq!(stages, want);
+    }
     /// The tables are made from the point files read back: a double must read back as the
     /// one written (serde_json's `float_roundtrip`), or a cell, and a parameter joined on
     /// by value, may differ from its point file in the last digit.

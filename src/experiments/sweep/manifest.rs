@@ -480,10 +480,15 @@ fn check_distinct(axis: &Axis, origin: &str, section: &str) -> Result<(), InputE
     Ok(())
 }
 
-/// A value's text with numbers by value, so that `1` and `1.0` read alike.
+/// A value's text with numbers by value, so that `1` and `1.0` (and `0.0` and `-0.0`)
+/// read alike, and integers exactly (two seeds beyond 2^53 stay apart).
 fn canonical(value: &toml::Value) -> String {
     match value {
-        toml::Value::Integer(i) => format!("{:?}", *i as f64),
+        toml::Value::Integer(i) => i.to_string(),
+        // A whole float in i64's range is that integer (the bound is exactly 2^63).
+        toml::Value::Float(x) if x.fract() == 0.0 && x.abs() < 9_223_372_036_854_775_808.0 => {
+            (*x as i64).to_string()
+        }
         toml::Value::Float(x) => format!("{x:?}"),
         toml::Value::Array(items) => {
             let inner: Vec<String> = items.iter().map(canonical).collect();
@@ -641,6 +646,17 @@ fn check_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_alike_by_value_and_integers_exactly() {
+        use toml::Value::{Float, Integer};
+        let same = |a: toml::Value, b: toml::Value| canonical(&a) == canonical(&b);
+        assert!(same(Integer(1), Float(1.0)));
+        assert!(same(Float(-0.0), Integer(0)));
+        assert!(!same(Integer(1 << 53), Integer((1 << 53) + 1)));
+        assert!(!same(Float(0.6), Float(0.6000000000000001)));
+        assert!(same(Float(1e300), Float(1e300)));
+    }
 
     #[test]
     fn ranges_are_grid_axes_of_every_integer_in_key_order() {

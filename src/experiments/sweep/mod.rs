@@ -122,7 +122,7 @@ fn blamed_on_manifest(m: &Manifest, p: &Point, e: InputError) -> InputError {
     // The key as the manifest writes it: a machine file's keys below `machine.`.
     let key = e.key.as_deref().map(|k| {
         let machine = format!("machine.{k}");
-        match params.iter().chain(&fixed).any(|t| key_of(t) == machine) {
+        match (params.iter().chain(&fixed)).any(|t| crate::config::covers(&key_of(t), &machine)) {
             true => machine,
             false => k.to_owned(),
         }
