@@ -140,16 +140,22 @@ pub fn load_result(path: &Path) -> Result<Value, InputError> {
     Ok(value)
 }
 
-/// The schema ([`super::schema::NAMES`]) of a result's kind ([`kind`]).
+/// Each kind of result ([`kind`]) and the name of its schema ([`super::schema::NAMES`]).
+const SCHEMA_OF_KIND: [(&str, &str); 5] = [
+    ("pimdes run", "run"),
+    ("pimdes partition", "partition"),
+    ("pimdes microbench", "microbench"),
+    ("pimdes sensitivity", "sensitivity"),
+    ("a refused point", "sweep-refused"),
+];
+
+/// The schema of a result's kind.
 fn schema_name(result: &Value) -> Option<&'static str> {
-    match kind(result) {
-        "pimdes run" => Some("run"),
-        "pimdes partition" => Some("partition"),
-        "pimdes microbench" => Some("microbench"),
-        "pimdes sensitivity" => Some("sensitivity"),
-        "a refused point" => Some("sweep-refused"),
-        _ => None,
-    }
+    let kind = kind(result);
+    SCHEMA_OF_KIND
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, name)| *name)
 }
 
 /// Refuses a result of this pimdes's report version that breaks its schema, such as a
@@ -188,15 +194,8 @@ fn check_schema(origin: &str, result: &Value) -> Result<(), InputError> {
 fn report_schema(name: &str) -> Option<&'static Value> {
     static SCHEMAS: std::sync::OnceLock<Vec<(&str, Value)>> = std::sync::OnceLock::new();
     let all = SCHEMAS.get_or_init(|| {
-        let names = [
-            "run",
-            "partition",
-            "microbench",
-            "sensitivity",
-            "sweep-refused",
-        ];
         let mut all = Vec::new();
-        for n in names {
+        for (_, n) in SCHEMA_OF_KIND {
             let mut schema = super::schema::schema_value(n).expect("a report's schema");
             if let Some(fields) = schema.get_mut("properties").and_then(Value::as_object_mut) {
                 fields.insert("config".to_owned(), Value::Bool(true));
