@@ -214,10 +214,6 @@ impl Trace {
         self.events.len()
     }
 
-    pub fn max_events(&self) -> usize {
-        self.max_events
-    }
-
     /// Whether an event starting at `start` may be kept: one at or after the cut is dropped.
     fn has_room(&mut self, start: Time) -> bool {
         if self.cut.is_some_and(|cut| start >= cut) {

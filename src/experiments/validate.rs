@@ -12,8 +12,6 @@ pub struct Violation {
     /// Where, as `$.a.b[2]`.
     pub at: String,
     pub reason: String,
-    /// Whether it is only a required key that is absent (the value names it in `reason`).
-    pub missing: bool,
 }
 
 impl std::fmt::Display for Violation {
@@ -25,13 +23,7 @@ impl std::fmt::Display for Violation {
 /// Every violation of `schema` by `value`, in the order of the schema's rules and keys
 /// (sorted by name).
 pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let checker = Checker {
-        root: schema,
-        absent_allowed: false,
-    };
-    checker.check(schema, value, "$", &mut out);
-    out
+    violations(schema, value, false)
 }
 
 /// As [`validate`], but every key may be absent, at any depth (inside an alternative of
@@ -39,10 +31,14 @@ pub fn validate(schema: &Value, value: &Value) -> Vec<Violation> {
 /// values present are checked. For a result written by another
 /// version of the same report shape, which may lack fields added since.
 pub fn validate_present(schema: &Value, value: &Value) -> Vec<Violation> {
+    violations(schema, value, true)
+}
+
+fn violations(schema: &Value, value: &Value, absent_allowed: bool) -> Vec<Violation> {
     let mut out = Vec::new();
     let checker = Checker {
         root: schema,
-        absent_allowed: true,
+        absent_allowed,
     };
     checker.check(schema, value, "$", &mut out);
     out
@@ -58,7 +54,6 @@ fn violation(at: &str, reason: String) -> Violation {
     Violation {
         at: at.to_owned(),
         reason,
-        missing: false,
     }
 }
 
@@ -115,10 +110,7 @@ impl Checker<'_> {
                     .flatten()
                     .filter_map(Value::as_str);
                 for key in keys.filter(|k| v.is_object() && v.get(k).is_none()) {
-                    out.push(Violation {
-                        missing: true,
-                        ..violation(at, format!("lacks `{key}`"))
-                    });
+                    out.push(violation(at, format!("lacks `{key}`")));
                 }
             }
             "additionalProperties" => {
@@ -295,7 +287,7 @@ mod tests {
         let missing = validate(&schema, &json!({"n": 1.5}));
         assert_eq!(missing.len(), 2, "{missing:?}");
         assert_eq!(missing[0].to_string(), "$.n: 1.5 is not of type integer");
-        assert!(missing[1].missing && missing[1].reason == "lacks `name`");
+        assert_eq!(missing[1].reason, "lacks `name`");
     }
 
     #[test]

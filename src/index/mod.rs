@@ -235,8 +235,6 @@ pub fn names() -> &'static [&'static str] {
     &[bforest::NAME, pimtree::NAME]
 }
 
-/// The stages of every index's batches, each name once (the per-stage keys of a run's
-/// `breakdown_us`).
 /// The stages of the index called `name`, in its batches' order (none for an unknown name).
 pub fn stages_of(name: &str) -> Vec<&'static str> {
     let stages: &[_] = match name {
@@ -247,14 +245,16 @@ pub fn stages_of(name: &str) -> Vec<&'static str> {
     stages.iter().map(|s| s.name).collect()
 }
 
+/// The stages of every index's batches, each name once (the per-stage keys of a run's
+/// `breakdown_us`).
 pub fn stage_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = Vec::new();
-    for stage in bforest::STAGES.iter().chain(&pimtree::STAGES) {
-        if !names.contains(&stage.name) {
-            names.push(stage.name);
+    let mut stages: Vec<&'static str> = Vec::new();
+    for stage in names().iter().flat_map(|&index| stages_of(index)) {
+        if !stages.contains(&stage) {
+            stages.push(stage);
         }
     }
-    names
+    stages
 }
 
 /// The schema of each index's own keys of the run report, by `run.index` name (the run

@@ -144,10 +144,7 @@ impl Kernel for Throughput {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let buf = t.mem_alloc(BLOCK_BYTES)?;
         let elements = (BLOCK_BYTES / self.ty.bytes()) as u64;
-        // Per element: WRAM load, the operation, WRAM store, loop overhead.
-        let per_element = 2 * t.cost(Op::WramAccess)
-            + t.cost(op_code(self.op, self.ty))
-            + t.cost(Op::LoopIteration);
+        let per_element = element_instructions(op_code(self.op, self.ty), |o| t.cost(o));
         let stride = BLOCK_BYTES as u64 * t.tasklets() as u64;
         let mut timed = 0;
         t.barrier_wait(0).await?;
@@ -172,7 +169,12 @@ impl Kernel for Throughput {
     }
 }
 
-/// Every op x type at 1 to `min(24, dpu.max_tasklets)` tasklets.
+/// Instructions of one element of the loop under `cost`: a WRAM load and store, the
+/// operation `code`, the loop's overhead.
+fn element_instructions(code: Op, cost: impl Fn(Op) -> u64) -> u64 {
+    2 * cost(Op::WramAccess) + cost(code) + cost(Op::LoopIteration)
+}
+
 /// The MRAM the suite lays out: the output region starts at 32 MiB and holds as many
 /// 8-byte elements as the input, rounded up to whole blocks of every tasklet.
 pub(super) fn mram_need_bytes(machine: &Machine) -> u64 {
@@ -204,8 +206,8 @@ pub(super) fn check_costs(machine: &Machine) -> Result<(), InputError> {
     let costs = &machine.dpu.costs;
     for (op, ty) in measured() {
         let code = op_code(op, ty);
-        let parts = [Op::WramAccess, code, Op::LoopIteration];
-        if parts.iter().all(|p| p.cost(costs) == 0) {
+        if element_instructions(code, |o| o.cost(costs)) == 0 {
+            let parts = [Op::WramAccess, code, Op::LoopIteration];
             let keys = parts.map(|p| format!("dpu.instructions.{}", p.key()));
             let reason = format!(
                 "{}, {} and {} are all 0: an element of the `{}` loop (two WRAM accesses, the operation, the loop's overhead) costs no cycle, so its throughput is unbounded; give one of them a cost",
@@ -221,6 +223,7 @@ pub(super) fn check_costs(machine: &Machine) -> Result<(), InputError> {
     Ok(())
 }
 
+/// Every op x type at 1 to `min(24, dpu.max_tasklets)` tasklets.
 pub fn arithmetic(machine: &Machine) -> Result<Vec<ArithmeticRecord>, LaunchError> {
     let mut configs = Vec::new();
     for (op, ty) in measured() {
