@@ -268,8 +268,126 @@ pub struct Machine {
     pub attribution: Attribution,
 }
 
-/// The instruction-cost table: instructions per operation (see [`crate::dpu::Op`]).
+/// The instruction-cost table: instructions per operation (see [`Op`]).
 pub type InstructionCosts = RawInstructions;
+
+impl RawInstructions {
+    /// Every entry of the table by its key in `[dpu.instructions]`: the operations, then the
+    /// synchronisation calls.
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        let sync = [
+            ("mutex_lock", self.mutex_lock),
+            ("mutex_unlock", self.mutex_unlock),
+            ("barrier_wait", self.barrier_wait),
+        ];
+        Op::ALL
+            .iter()
+            .map(|op| (op.key(), op.cost(self)))
+            .chain(sync)
+    }
+}
+
+/// An operation of the instruction-cost table (`[dpu.instructions]` of the machine file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// 32-bit logic, compare or branch.
+    Alu,
+    /// One WRAM load or store.
+    WramAccess,
+    /// The overhead of one iteration of a simple loop (index, address, compare-and-branch).
+    LoopIteration,
+    AddI32,
+    SubI32,
+    MulI32,
+    DivI32,
+    AddI64,
+    SubI64,
+    MulI64,
+    DivI64,
+    AddF32,
+    SubF32,
+    MulF32,
+    DivF32,
+    AddF64,
+    SubF64,
+    MulF64,
+    DivF64,
+}
+
+impl Op {
+    /// Every operation, in the table's order.
+    pub const ALL: [Op; 19] = [
+        Op::Alu,
+        Op::WramAccess,
+        Op::LoopIteration,
+        Op::AddI32,
+        Op::SubI32,
+        Op::MulI32,
+        Op::DivI32,
+        Op::AddI64,
+        Op::SubI64,
+        Op::MulI64,
+        Op::DivI64,
+        Op::AddF32,
+        Op::SubF32,
+        Op::MulF32,
+        Op::DivF32,
+        Op::AddF64,
+        Op::SubF64,
+        Op::MulF64,
+        Op::DivF64,
+    ];
+
+    /// The operation's key in a machine file's `[dpu.instructions]`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Op::Alu => "alu",
+            Op::WramAccess => "wram_access",
+            Op::LoopIteration => "loop_iteration",
+            Op::AddI32 => "add_i32",
+            Op::SubI32 => "sub_i32",
+            Op::MulI32 => "mul_i32",
+            Op::DivI32 => "div_i32",
+            Op::AddI64 => "add_i64",
+            Op::SubI64 => "sub_i64",
+            Op::MulI64 => "mul_i64",
+            Op::DivI64 => "div_i64",
+            Op::AddF32 => "add_f32",
+            Op::SubF32 => "sub_f32",
+            Op::MulF32 => "mul_f32",
+            Op::DivF32 => "div_f32",
+            Op::AddF64 => "add_f64",
+            Op::SubF64 => "sub_f64",
+            Op::MulF64 => "mul_f64",
+            Op::DivF64 => "div_f64",
+        }
+    }
+
+    /// Instructions of one such operation under `costs`.
+    pub fn cost(self, costs: &InstructionCosts) -> u64 {
+        match self {
+            Op::Alu => costs.alu,
+            Op::WramAccess => costs.wram_access,
+            Op::LoopIteration => costs.loop_iteration,
+            Op::AddI32 => costs.add_i32,
+            Op::SubI32 => costs.sub_i32,
+            Op::MulI32 => costs.mul_i32,
+            Op::DivI32 => costs.div_i32,
+            Op::AddI64 => costs.add_i64,
+            Op::SubI64 => costs.sub_i64,
+            Op::MulI64 => costs.mul_i64,
+            Op::DivI64 => costs.div_i64,
+            Op::AddF32 => costs.add_f32,
+            Op::SubF32 => costs.sub_f32,
+            Op::MulF32 => costs.mul_f32,
+            Op::DivF32 => costs.div_f32,
+            Op::AddF64 => costs.add_f64,
+            Op::SubF64 => costs.sub_f64,
+            Op::MulF64 => costs.mul_f64,
+            Op::DivF64 => costs.div_f64,
+        }
+    }
+}
 
 /// One DPU, validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -783,31 +901,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
 
 /// Every instruction cost of `dpu.instructions`, within bounds.
 fn check_instruction_costs(c: &RawInstructions, source: &Source) -> Result<(), InputError> {
-    let table = [
-        ("alu", c.alu),
-        ("wram_access", c.wram_access),
-        ("loop_iteration", c.loop_iteration),
-        ("add_i32", c.add_i32),
-        ("sub_i32", c.sub_i32),
-        ("mul_i32", c.mul_i32),
-        ("div_i32", c.div_i32),
-        ("add_i64", c.add_i64),
-        ("sub_i64", c.sub_i64),
-        ("mul_i64", c.mul_i64),
-        ("div_i64", c.div_i64),
-        ("add_f32", c.add_f32),
-        ("sub_f32", c.sub_f32),
-        ("mul_f32", c.mul_f32),
-        ("div_f32", c.div_f32),
-        ("add_f64", c.add_f64),
-        ("sub_f64", c.sub_f64),
-        ("mul_f64", c.mul_f64),
-        ("div_f64", c.div_f64),
-        ("mutex_lock", c.mutex_lock),
-        ("mutex_unlock", c.mutex_unlock),
-        ("barrier_wait", c.barrier_wait),
-    ];
-    for (name, value) in table {
+    for (name, value) in c.named() {
         in_range(
             source,
             &format!("dpu.instructions.{name}"),
@@ -1268,6 +1362,27 @@ mod tests {
     use super::*;
 
     const TEXT: &str = include_str!("../machines/paper-1012.toml");
+
+    /// `Op::key` and `RawInstructions::named` give the machine file's keys, each with its own
+    /// field's value: every field gets a different value, and the named entries must be the
+    /// table serde reads, exactly.
+    #[test]
+    fn instruction_keys_are_the_fields_names() {
+        let costs = Machine::from_toml_str("m.toml", TEXT, &[])
+            .unwrap()
+            .dpu
+            .costs;
+        let keys: toml::Table = toml::Value::try_from(&costs).unwrap().try_into().unwrap();
+        let table: toml::Table = (keys.keys().enumerate())
+            .map(|(i, key)| (key.clone(), toml::Value::Integer(1000 + i as i64)))
+            .collect();
+        let costs: RawInstructions = toml::Value::Table(table.clone()).try_into().unwrap();
+        let named: toml::Table = (costs.named())
+            .map(|(key, value)| (key.to_owned(), toml::Value::Integer(value as i64)))
+            .collect();
+        assert_eq!(named.len(), costs.named().count(), "a key named twice");
+        assert_eq!(named, table);
+    }
 
     #[test]
     fn one_dpu_is_not_plural() {

@@ -41,8 +41,9 @@ pub struct RunArgs {
     /// kernel of each traced batch) or a comma-separated list of DPU numbers.
     #[arg(long, value_name = "LIST|busiest", requires = "trace")]
     trace_dpus: Option<String>,
-    /// Batches in the trace: `A..B` (A up to B, B excluded) or one batch `A`. Default: the
-    /// first measured batch.
+    /// Batches in the trace: `A..B` (A up to B, B excluded) or one batch `A`, numbered from
+    /// 0 with the warm-up batches first (the progress line counts from 1). Default: the first
+    /// measured batch.
     #[arg(long, value_name = "A..B", requires = "trace")]
     trace_batches: Option<String>,
 }

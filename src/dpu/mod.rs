@@ -57,91 +57,13 @@ pub use tasklet::{ComputeThenDma, Tasklet, Wait};
 
 use self::core::{Core, Observer, Recorder};
 use crate::engine::{Cycles, Time};
-use crate::machine::{DpuParams, InstructionCosts};
+use crate::machine::DpuParams;
+pub use crate::machine::Op;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-
-/// An operation of the instruction-cost table (`[dpu.instructions]` of the machine file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Op {
-    /// 32-bit logic, compare or branch.
-    Alu,
-    /// One WRAM load or store.
-    WramAccess,
-    /// The overhead of one iteration of a simple loop (index, address, compare-and-branch).
-    LoopIteration,
-    AddI32,
-    SubI32,
-    MulI32,
-    DivI32,
-    AddI64,
-    SubI64,
-    MulI64,
-    DivI64,
-    AddF32,
-    SubF32,
-    MulF32,
-    DivF32,
-    AddF64,
-    SubF64,
-    MulF64,
-    DivF64,
-}
-
-impl Op {
-    /// The operation's key in a machine file's `[dpu.instructions]`.
-    pub fn key(self) -> &'static str {
-        match self {
-            Op::Alu => "alu",
-            Op::WramAccess => "wram_access",
-            Op::LoopIteration => "loop_iteration",
-            Op::AddI32 => "add_i32",
-            Op::SubI32 => "sub_i32",
-            Op::MulI32 => "mul_i32",
-            Op::DivI32 => "div_i32",
-            Op::AddI64 => "add_i64",
-            Op::SubI64 => "sub_i64",
-            Op::MulI64 => "mul_i64",
-            Op::DivI64 => "div_i64",
-            Op::AddF32 => "add_f32",
-            Op::SubF32 => "sub_f32",
-            Op::MulF32 => "mul_f32",
-            Op::DivF32 => "div_f32",
-            Op::AddF64 => "add_f64",
-            Op::SubF64 => "sub_f64",
-            Op::MulF64 => "mul_f64",
-            Op::DivF64 => "div_f64",
-        }
-    }
-
-    /// Instructions of one such operation under `costs`.
-    pub fn cost(self, costs: &InstructionCosts) -> u64 {
-        match self {
-            Op::Alu => costs.alu,
-            Op::WramAccess => costs.wram_access,
-            Op::LoopIteration => costs.loop_iteration,
-            Op::AddI32 => costs.add_i32,
-            Op::SubI32 => costs.sub_i32,
-            Op::MulI32 => costs.mul_i32,
-            Op::DivI32 => costs.div_i32,
-            Op::AddI64 => costs.add_i64,
-            Op::SubI64 => costs.sub_i64,
-            Op::MulI64 => costs.mul_i64,
-            Op::DivI64 => costs.div_i64,
-            Op::AddF32 => costs.add_f32,
-            Op::SubF32 => costs.sub_f32,
-            Op::MulF32 => costs.mul_f32,
-            Op::DivF32 => costs.div_f32,
-            Op::AddF64 => costs.add_f64,
-            Op::SubF64 => costs.sub_f64,
-            Op::MulF64 => costs.mul_f64,
-            Op::DivF64 => costs.div_f64,
-        }
-    }
-}
 
 /// A DPU program: the body every tasklet runs (the SDK's `main`), plus its IRAM footprint.
 ///
