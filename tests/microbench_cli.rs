@@ -263,7 +263,7 @@ fn bad_sweep_settings_name_their_key() {
         ),
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
-            "0 is not an integer from 1 to 67108864",
+            "0 is not an integer from 8 to 67108864",
         ),
         (
             &[

@@ -24,7 +24,7 @@ fn drawn_runs_keep_every_invariant() {
             Outcome::Held => held += 1,
             Outcome::Refused(_) => {}
             Outcome::Failed(what) => panic!(
-                "soak case {s}: {what}; reproduce with `pimdes soak --seed {s} --cases 1` or `{}`",
+                "soak case {s}: {what}; rerun it with `pimdes soak --seed {s} --cases 1`; its run on one thread alone: `RAYON_NUM_THREADS=1 {}`",
                 case.command_line()
             ),
         }

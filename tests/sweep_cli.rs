@@ -492,7 +492,7 @@ fn a_refused_point_stops_the_sweep_unless_the_manifest_records_it() {
     // The point is named before the error (with `--jobs`, others run beside it).
     assert!(
         o.stderr
-            .contains("pimdes sweep: point 1 of 2, data.pairs=1500000.json: failed\nerror: "),
+            .contains("pimdes sweep: point 1, data.pairs=1500000.json: failed\nerror: "),
         "{}",
         o.stderr
     );

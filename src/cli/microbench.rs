@@ -179,7 +179,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     for w in machine.warnings() {
         eprintln!("warning: {w}");
     }
-    let phase = format!("running the {} microbenchmarks", args.name);
+    let phase = format!("running suite {}", args.name);
     let progress = super::progress::heartbeat("pimdes microbench", args.quiet, &phase);
     let records = microbench::run_with(&args.name, &machine, &sweeps)
         .ok_or_else(|| unknown_suite(&args.name))?

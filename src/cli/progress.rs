@@ -29,6 +29,9 @@ struct State {
     /// A line printed once, when the first batch starts (after every input check), such
     /// as the run's estimated wall time.
     note: Option<String>,
+    /// The run's estimated wall time and when it was made: the time left until the first
+    /// batch is done and measures the rest.
+    estimate: Option<(Instant, Duration)>,
 }
 
 type Shared = Arc<(Mutex<State>, Condvar)>;
@@ -67,6 +70,12 @@ impl StderrProgress {
     /// an input error found while building is not preceded by it.
     pub fn note_at_first_batch(&mut self, note: String) {
         self.set(|s| s.note = Some(note));
+    }
+
+    /// The run's estimated wall time from now (`pimdes run` estimates every run): the time
+    /// left shown while the first batch runs.
+    pub fn estimate_from_now(&mut self, wall: Duration) {
+        self.set(|s| s.estimate = Some((Instant::now(), wall)));
     }
 
     fn set(&self, update: impl FnOnce(&mut State)) {
@@ -179,7 +188,8 @@ fn measured(state: &State, meter: &Meter) -> String {
 
 /// While batches run, the time the run has left: ", about 1:20 left", refreshed on every
 /// line: from the batches done and the part of the current one the meter has seen, or,
-/// when the meter sees nothing, the estimate at the batch's start counted down.
+/// when the meter sees nothing, the estimate at the batch's start counted down; in the
+/// first batch, before either measures anything, the run's estimate counted down.
 fn run_left(state: &State, meter: &Meter) -> String {
     let (Some(from), Some(batch_from), Some(batches)) =
         (state.batches_from, state.phase_from, state.batch)
@@ -191,6 +201,11 @@ fn run_left(state: &State, meter: &Meter) -> String {
         None => run_estimate(batch_from.duration_since(from), batches, 0.0)
             .map(|l| l.saturating_sub(batch_from.elapsed())),
     };
+    let estimated = || {
+        let (at, wall) = state.estimate?;
+        Some(wall.saturating_sub(at.elapsed())).filter(|l| !l.is_zero())
+    };
+    let left = left.or_else(|| (batches.0 == 0).then(estimated).flatten());
     match left {
         Some(left) => format!(", about {} left", clock(left)),
         None => String::new(),

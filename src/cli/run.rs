@@ -232,6 +232,8 @@ pub fn run(args: RunArgs) -> Result<(), Error> {
     } else {
         let terminal = std::io::stderr().is_terminal();
         let mut p = super::progress::StderrProgress::new("pimdes run", terminal);
+        let wall = std::time::Duration::try_from_secs_f64(estimate.wall_s);
+        p.estimate_from_now(wall.unwrap_or(std::time::Duration::MAX));
         if let Some(note) = estimate.long() {
             p.note_at_first_batch(note);
         }

@@ -2,9 +2,9 @@
 
 use super::write_stdout;
 use crate::error::Error;
+use crate::experiments::run::Progress;
 use crate::experiments::soak::{Outcome, check, draw};
 use clap::Args;
-use std::fmt::Write;
 
 /// At most this many cases in one command (about a day at a second each).
 const MAX_CASES: u64 = 100_000;
@@ -18,7 +18,8 @@ pub struct SoakArgs {
     /// How many cases to draw and run (each about a second or less).
     #[arg(long, default_value_t = 100)]
     cases: u64,
-    /// Print every case's outcome, not only the failures and the totals.
+    /// Print every case's outcome as it ends (without it: each failure as it ends, and the
+    /// totals).
     #[arg(long)]
     verbose: bool,
     /// No progress on stderr.
@@ -35,39 +36,42 @@ pub fn run(args: SoakArgs) -> Result<(), Error> {
         let reason = "the cases' seeds (SEED + i) would pass 2^64 - 1";
         return Err(crate::config::InputError::plain("--seed", reason).into());
     };
-    let progress = super::progress::heartbeat("pimdes soak", args.quiet, "soaking");
-    let mut text = String::new();
+    let phase = format!("soaking {}", crate::config::counted(args.cases, "case"));
+    let progress = super::progress::heartbeat("pimdes soak", args.quiet, &phase);
+    let meter = progress.as_ref().map(|p| p.meter()).unwrap_or_default();
+    meter.start(args.cases);
     let (mut held, mut refused, mut failed) = (0u64, 0u64, Vec::new());
     for seed in args.seed..=last {
         let case = draw(seed);
         let outcome = check(&case);
+        let what = match &outcome {
+            Outcome::Held => "held every invariant".to_owned(),
+            Outcome::Refused(why) => format!("refused as infeasible: {why}"),
+            Outcome::Failed(what) => format!("FAILED: {what}"),
+        };
         match &outcome {
             Outcome::Held => held += 1,
             Outcome::Refused(_) => refused += 1,
             Outcome::Failed(what) => failed.push((case.clone(), what.clone())),
         }
-        if args.verbose {
-            let what = match &outcome {
-                Outcome::Held => "held every invariant".to_owned(),
-                Outcome::Refused(why) => format!("refused as infeasible: {why}"),
-                Outcome::Failed(what) => format!("FAILED: {what}"),
-            };
-            let _ = writeln!(text, "seed {seed}: {what}\n  {}", case.command_line());
+        // As each case ends, so that a long soak shows its failures at once and an
+        // interrupted one keeps the lines it printed.
+        if args.verbose || matches!(outcome, Outcome::Failed(_)) {
+            write_stdout(&format!("seed {seed}: {what}\n  {}\n", case.command_line()))?;
         }
+        meter.add(1);
     }
     drop(progress);
-    let _ = writeln!(
-        text,
-        "soak from seed {}: {}, {held} held every invariant, {refused} refused as infeasible input, {} failed",
+    write_stdout(&format!(
+        "soak from seed {}: {}, {held} held every invariant, {refused} refused as infeasible input, {} failed\n",
         args.seed,
         crate::config::counted(args.cases, "case"),
         failed.len()
-    );
-    write_stdout(&text)?;
+    ))?;
     match failed.first() {
         None => Ok(()),
         Some((case, what)) => Err(Error::Verification(format!(
-            "soak case {} failed: {what}; reproduce with `pimdes soak --seed {} --cases 1` or `{}`{}",
+            "soak case {} failed: {what}; rerun it with `pimdes soak --seed {} --cases 1` (its run on one and on two threads, and with the warm-up batches unsimulated where they may be); its run on one thread alone, from the repository's root: `RAYON_NUM_THREADS=1 {}`{}",
             case.seed,
             case.seed,
             case.command_line(),

@@ -11,6 +11,7 @@ use crate::experiments::sweep::{
 };
 use clap::Args;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -280,33 +281,44 @@ fn execute(
     if whole {
         remove_stale_temps(dir, m)?;
     }
-    let total = m.points.len();
+    // Points finish in any order under `--jobs`: each line names its point (numbered from
+    // 0, as `--point` takes it) and counts the points finished so far.
+    let (total, finished) = (indices.len(), AtomicUsize::new(0));
+    let tally = || {
+        format!(
+            "{} of {total}",
+            finished.fetch_add(1, Ordering::Relaxed) + 1
+        )
+    };
     let done = |p: &Point, o: &Outcome| match o {
         Outcome::UpToDate => eprintln!(
-            "pimdes sweep: point {} of {total}, {}: up to date",
-            p.index, p.file
+            "pimdes sweep: point {}, {}: up to date ({})",
+            p.index,
+            p.file,
+            tally()
         ),
         Outcome::Ran { warnings } => {
             eprintln!(
-                "pimdes sweep: point {} of {total}, {}: done",
-                p.index, p.file
+                "pimdes sweep: point {}, {}: done ({})",
+                p.index,
+                p.file,
+                tally()
             );
             for w in warnings {
                 eprintln!("warning: point {}: {w}", p.index);
             }
         }
         Outcome::Refused { reason } => eprintln!(
-            "pimdes sweep: point {} of {total}, {}: refused ({reason}); recorded as such",
-            p.index, p.file
+            "pimdes sweep: point {}, {}: refused ({reason}); recorded as such ({})",
+            p.index,
+            p.file,
+            tally()
         ),
     };
     let reproduce = |p: &Point| point_command(m, p, dir);
     let outcomes = run_points(m, indices, dir, jobs, &reproduce, &done).map_err(|e| {
         // Which point, before the error itself (with `--jobs`, others ran beside it).
-        eprintln!(
-            "pimdes sweep: point {} of {total}, {}: failed",
-            e.point, e.file
-        );
+        eprintln!("pimdes sweep: point {}, {}: failed", e.point, e.file);
         e.error
     })?;
     let count = |f: fn(&Outcome) -> bool| outcomes.iter().filter(|o| f(o)).count();

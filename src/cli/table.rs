@@ -114,8 +114,10 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
     let mut rows = vec![(
         "batch time (mean +- sd)".to_string(),
         format!(
-            "{:.1} +- {:.1} us over {} measured batches",
-            r.batch_time_us.mean, r.batch_time_us.stddev, r.measured_batches
+            "{:.1} +- {:.1} us over {}",
+            r.batch_time_us.mean,
+            r.batch_time_us.stddev,
+            crate::config::counted(r.measured_batches, "measured batch")
         ),
     )];
     rows.extend(breakdown_rows(&r.breakdown_us));

@@ -325,6 +325,7 @@ pub fn run_traced(
     let mut clock = WallClock::start();
     index::check_choices(machine, workload)?;
     check_fixed_costs(machine, workload)?;
+    workload.check_range_work()?;
     // Only B+-Forest leaves warm-up batches unsimulated; PIM-tree refuses it as such.
     if workload.index == index::bforest::NAME {
         workload.check_warmup_skip()?;

@@ -203,9 +203,9 @@ impl PimTree {
         let mut first_pairs = Some(first_pairs);
         for (g, range) in groups.iter().enumerate() {
             progress.phase(&format!(
-                "simulating DPUs {}..{} (group {} of {})",
+                "simulating DPUs {} to {} (group {} of {})",
                 range.start,
-                range.end,
+                range.end - 1,
                 g + 1,
                 groups.len()
             ));

@@ -194,9 +194,9 @@ impl PimTreeOrdered {
         let mut first = Some(first);
         for (g, range) in groups.iter().enumerate() {
             progress.phase(&format!(
-                "simulating DPUs {}..{} (group {} of {})",
+                "simulating DPUs {} to {} (group {} of {})",
                 range.start,
-                range.end,
+                range.end - 1,
                 g + 1,
                 groups.len()
             ));

@@ -164,7 +164,8 @@ impl PrimSweep {
                 }
                 "dpus" => {
                     let max = u64::from(machine.dpus);
-                    sweep.dpus = Some(super::transfer::positive_list(&o.value, max).map_err(bad)?);
+                    sweep.dpus =
+                        Some(super::transfer::positive_list(&o.value, 1, max).map_err(bad)?);
                 }
                 _ => {
                     return Err(bad(

@@ -84,7 +84,7 @@ impl TransferSweep {
             match key {
                 "sizes_bytes" => {
                     let sizes: Vec<u64> =
-                        positive_list(&o.value, MAX_SIZE_PER_DPU_BYTES).map_err(bad)?;
+                        positive_list(&o.value, WORD, MAX_SIZE_PER_DPU_BYTES).map_err(bad)?;
                     if let Some(odd) = sizes.iter().find(|s| !s.is_multiple_of(WORD)) {
                         return Err(bad(format!(
                             "{odd} is not a multiple of {WORD}: the SDK moves MRAM in whole {WORD}-byte words and refuses other lengths"
@@ -93,7 +93,8 @@ impl TransferSweep {
                     sweep.sizes_bytes = sizes;
                 }
                 "ranks" => {
-                    sweep.ranks = positive_list(&o.value, u64::from(machine.ranks)).map_err(bad)?;
+                    sweep.ranks =
+                        positive_list(&o.value, 1, u64::from(machine.ranks)).map_err(bad)?;
                 }
                 _ => {
                     return Err(bad(
@@ -106,24 +107,25 @@ impl TransferSweep {
     }
 }
 
-/// A non-empty list of distinct integers in 1..=max, at most [`MAX_SWEEP_VALUES`] of them.
+/// A non-empty list of distinct integers in least..=max, at most [`MAX_SWEEP_VALUES`] of them.
 pub(super) fn positive_list<T: TryFrom<u64>>(
     value: &toml::Value,
+    least: u64,
     max: u64,
 ) -> Result<Vec<T>, String> {
     let items = value
         .as_array()
         .filter(|a| !a.is_empty() && a.len() <= MAX_SWEEP_VALUES)
         .ok_or(format!(
-            "expected a list of 1 to {MAX_SWEEP_VALUES} distinct integers from 1 to {max}"
+            "expected a list of 1 to {MAX_SWEEP_VALUES} distinct integers from {least} to {max}"
         ))?;
     let mut out: Vec<u64> = Vec::with_capacity(items.len());
     for item in items {
         let x = item
             .as_integer()
             .and_then(|x| u64::try_from(x).ok())
-            .filter(|&x| (1..=max).contains(&x))
-            .ok_or(format!("{item} is not an integer from 1 to {max}"))?;
+            .filter(|&x| (least..=max).contains(&x))
+            .ok_or(format!("{item} is not an integer from {least} to {max}"))?;
         if out.contains(&x) {
             return Err(format!("{x} is listed twice"));
         }

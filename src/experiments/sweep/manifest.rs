@@ -383,7 +383,7 @@ fn range_values(origin: &str, key: &str, value: &toml::Value) -> Result<toml::Va
     };
     if step < 1 || last < first {
         return Err(bad(format!(
-            "needs first <= last and a step of at least 1 (got [{first}, {last}, {step}])"
+            "needs first <= last and a step of at least 1 (got {value})"
         )));
     }
     let span = last.abs_diff(first) / step.unsigned_abs();
