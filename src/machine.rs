@@ -17,6 +17,16 @@ pub const MAX_DPUS: u64 = 1 << 16;
 /// Upper bound on `dpu.max_tasklets` (UPMEM DPUs run at most 24).
 pub const MAX_DPU_TASKLETS: u64 = 32;
 
+/// Bounds of the machine's decimal keys (the schema states them too): the DPU clock in MHz,
+/// per-byte DMA cycles, durations in us and ns, and rates in GB/s (positive).
+pub const MIN_CLOCK_MHZ: f64 = 1.0;
+pub const MAX_CLOCK_MHZ: f64 = 10_000.0;
+pub const MAX_CYCLES_PER_BYTE: f64 = 1000.0;
+pub const MAX_US: f64 = 1e9;
+pub const MAX_NS: f64 = 1e9;
+pub const MIN_GB_PER_S: f64 = 1e-6;
+pub const MAX_GB_PER_S: f64 = 1e6;
+
 /// Upper bound on `host.threads`.
 pub const MAX_HOST_THREADS: u64 = 4096;
 
@@ -81,6 +91,7 @@ pub struct RawMachine {
 pub struct RawDpu {
     #[schemars(range(min = WORD_BYTES, max = MAX_MRAM_SIZE_BYTES))]
     pub mram_size_bytes: u64,
+    #[schemars(range(min = MIN_CLOCK_MHZ, max = MAX_CLOCK_MHZ))]
     pub clock_mhz: f64,
     #[schemars(range(min = 1, max = MAX_DPU_TASKLETS))]
     pub max_tasklets: u64,
@@ -170,35 +181,49 @@ pub struct RawDma {
     pub read_latency_fixed_cycles: u64,
     #[schemars(range(max = MAX_DMA_FIXED_CYCLES))]
     pub write_latency_fixed_cycles: u64,
+    #[schemars(range(min = 0.0, max = MAX_CYCLES_PER_BYTE))]
     pub latency_cycles_per_byte: f64,
     #[schemars(range(max = MAX_DMA_FIXED_CYCLES))]
     pub occupancy_fixed_cycles: u64,
+    #[schemars(range(min = 0.0, max = MAX_CYCLES_PER_BYTE))]
     pub occupancy_cycles_per_byte: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTransfer {
+    #[schemars(range(min = 0.0, max = MAX_US))]
     pub call_fixed_us: f64,
+    #[schemars(range(min = 0.0, max = MAX_US))]
     pub launch_fixed_us: f64,
+    #[schemars(range(min = 0.0, max = MAX_US))]
     pub ownership_switch_us_per_rank: f64,
     /// How often the host checks for finished ranks after an asynchronous launch.
+    #[schemars(range(min = 0.0, max = MAX_US))]
     pub poll_interval_us: f64,
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub cpu_dpu_gb_per_s_per_dpu: f64,
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub cpu_dpu_gb_per_s_per_rank: f64,
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub dpu_cpu_gb_per_s_per_dpu: f64,
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub dpu_cpu_gb_per_s_per_rank: f64,
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub broadcast_gb_per_s_per_rank: f64,
     /// The host's cap for both directions; each direction's own key, when given, replaces
     /// it (at least one of the three is needed for each direction).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub host_cap_gb_per_s: Option<f64>,
     /// Fixed cost of a transfer call per rank it involves, on top of `call_fixed_us`
     /// (0 when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = MAX_US))]
     pub rank_fixed_us: Option<f64>,
     /// Fixed cost of a launch per rank it starts, on top of `launch_fixed_us` (0 when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = MAX_US))]
     pub launch_per_rank_us: Option<f64>,
     /// Whether the ranks' MRAM ownership switches run one after another on the host
     /// (`serial`, the default) or side by side (`concurrent`).
@@ -206,8 +231,10 @@ pub struct RawTransfer {
     pub ownership_switch: Option<SwitchMode>,
     /// The host's cap for each direction (`host_cap_gb_per_s` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub host_cap_cpu_dpu_gb_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub host_cap_dpu_cpu_gb_per_s: Option<f64>,
     /// Host threads the SDK gives each rank's transfers (its `nrThreadPerPool`); with
     /// `transpose_gb_per_s_per_thread` (both or neither; not modelled when absent).
@@ -216,6 +243,7 @@ pub struct RawTransfer {
     pub threads_per_rank: Option<u32>,
     /// Bytes one host thread transposes per second (the SDK's 8 x 8 byte interleaving).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = MIN_GB_PER_S, max = MAX_GB_PER_S))]
     pub transpose_gb_per_s_per_thread: Option<f64>,
 }
 
@@ -233,13 +261,21 @@ pub struct RawHost {
     pub cpu: String,
     #[schemars(range(min = 1, max = MAX_HOST_THREADS))]
     pub threads: u64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub route_ns_per_query: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub merge_ns_per_result: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub pack_ns_per_byte: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub sort_ns_per_element: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub scan_ns_per_element: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub hash_ns_per_key: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub bucket_ns_per_task: f64,
+    #[schemars(range(min = 0.0, max = MAX_NS))]
     pub fill_ns_per_result: f64,
 }
 
@@ -734,7 +770,7 @@ fn millicycles(source: &Source, key: &str, value: f64) -> Result<u64, InputError
         MILLICYCLE_KEYS.contains(&key),
         "{key} is not in thousandths"
     );
-    let value = in_range_f64(source, key, value, 0.0, 1000.0)?;
+    let value = in_range_f64(source, key, value, 0.0, MAX_CYCLES_PER_BYTE)?;
     let milli = (value * 1000.0).round();
     if (value * 1000.0 - milli).abs() > 1e-6 {
         let value = shown(value);
@@ -746,7 +782,7 @@ fn millicycles(source: &Source, key: &str, value: f64) -> Result<u64, InputError
 /// Microseconds -> picoseconds, the simulation's resolution: a value of a fraction of a
 /// picosecond is refused, not rounded (0.0000001 us had become 0 unsaid).
 fn us_to_time(source: &Source, key: &str, value: f64) -> Result<Time, InputError> {
-    let value = in_range_f64(source, key, value, 0.0, 1e9)?;
+    let value = in_range_f64(source, key, value, 0.0, MAX_US)?;
     whole_ps(source, key, value, 1e6, "0.000001 us").map(Time)
 }
 
@@ -773,13 +809,13 @@ pub(crate) fn whole_ps(
 
 /// GB/s (10^9 bytes per second) -> bytes per second; must be positive.
 fn gb_per_s(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
-    let value = in_range_f64(source, key, value, 1e-6, 1e6)?;
+    let value = in_range_f64(source, key, value, MIN_GB_PER_S, MAX_GB_PER_S)?;
     Ok((value * 1e9).round() as u64)
 }
 
 /// Nanoseconds -> picoseconds (a fraction of a picosecond refused, as in [`us_to_time`]).
 fn ns_to_ps(source: &Source, key: &str, value: f64) -> Result<u64, InputError> {
-    let value = in_range_f64(source, key, value, 0.0, 1e9)?;
+    let value = in_range_f64(source, key, value, 0.0, MAX_NS)?;
     whole_ps(source, key, value, 1e3, "0.001 ns")
 }
 
@@ -833,7 +869,13 @@ fn check_words(source: &Source, key: &str, value: u64) -> Result<(), InputError>
 
 fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputError> {
     let d = &raw.dpu;
-    let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, 1.0, 10_000.0)?;
+    let mhz = in_range_f64(
+        source,
+        "dpu.clock_mhz",
+        d.clock_mhz,
+        MIN_CLOCK_MHZ,
+        MAX_CLOCK_MHZ,
+    )?;
     // At most 32: the pipeline's exact arithmetic works in units of 1/lcm(11, 1..=tasklets)
     // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
     let max_tasklets = in_range(

@@ -192,6 +192,8 @@ fn calibrate_transfer_warns_of_keys_it_does_not_read() {
         ("machine.host.route_ns_per_query=1000", false),
         ("machine.host.threads=1", true),
         ("machine.transfer.call_fixed_us=1", true),
+        ("machine.transfer.ownership_switch_us_per_rank=99", true),
+        ("machine.transfer.poll_interval_us=99", false),
     ] {
         let o = pimdes(&["calibrate", "transfer", "--json", "--set", set]);
         assert_eq!(o.code, Some(0), "{}", o.stderr);

@@ -239,6 +239,19 @@ fn a_result_that_breaks_its_schema_is_refused() {
             ],
         );
     }
+    // A value of the right type outside what a run can report is a break too.
+    let negative = d.join("negative.json");
+    edit(&a, &negative, |v| {
+        let t = v["throughput_queries_per_s"].as_f64().unwrap();
+        v["throughput_queries_per_s"] = (-t).into();
+    });
+    assert_bad(
+        &compare(&negative, &a, &[]),
+        &[
+            "negative.json: not a valid result of pimdes run",
+            "$.throughput_queries_per_s",
+        ],
+    );
     let older = d.join("older.json");
     edit(&a, &older, |v| {
         v.as_object_mut().unwrap().remove("breakdown_us");

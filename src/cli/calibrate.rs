@@ -119,6 +119,8 @@ const DEFAULT_MACHINE_NAME: &str = "machines/upmem-2538.toml (embedded)";
 /// The machine keys the transfer figures read (each with what lies below it): the transfer
 /// model's, and the host threads that bound the SDK's transposes.
 const TRANSFER_KEYS: [&str; 2] = ["transfer", "host.threads"];
+/// The one transfer key the figures never read: the host's polling of an asynchronous run.
+const UNREAD_TRANSFER_KEY: &str = "transfer.poll_interval_us";
 
 fn transfer(args: TransferArgs) -> Result<(), Error> {
     use crate::config::Override;
@@ -138,9 +140,13 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
             return Err(InputError::key(format!("--set {text}"), key, reason).into());
         }
         let read = |k: &&str| crate::config::covers(k, key) || crate::config::covers(key, k);
-        if !TRANSFER_KEYS.iter().any(read) {
+        if key == UNREAD_TRANSFER_KEY {
             eprintln!(
-                "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys and host.threads"
+                "warning: --set {text} changes nothing here: the figures' transfers are synchronous, and only an asynchronous run polls"
+            );
+        } else if !TRANSFER_KEYS.iter().any(read) {
+            eprintln!(
+                "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys (but poll_interval_us) and host.threads"
             );
         }
         sets.push(o);

@@ -25,7 +25,9 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MeanStd {
+    #[schemars(range(min = 0.0))]
     pub mean: f64,
+    #[schemars(range(min = 0.0))]
     pub stddev: f64,
 }
 
@@ -76,19 +78,28 @@ impl Serialize for Named {
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Spread {
+    #[schemars(range(min = 0.0))]
     pub min: f64,
+    #[schemars(range(min = 0.0))]
     pub p50: f64,
+    #[schemars(range(min = 0.0))]
     pub p99: f64,
+    #[schemars(range(min = 0.0))]
     pub max: f64,
 }
 
 /// Per-query latency, arrival to answer (closed arrivals: the batch's start to its end).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Latency {
+    #[schemars(range(min = 0.0))]
     pub p50: f64,
+    #[schemars(range(min = 0.0))]
     pub p90: f64,
+    #[schemars(range(min = 0.0))]
     pub p99: f64,
+    #[schemars(range(min = 0.0))]
     pub p999: f64,
+    #[schemars(range(min = 0.0))]
     pub max: f64,
 }
 
@@ -171,7 +182,9 @@ impl WallClock {
 pub struct RunReport {
     /// The version of the report's format (`crate::experiments::REPORT_SCHEMA_VERSION`): a
     /// reader compares it before reading the rest.
+    #[schemars(extend("const" = super::REPORT_SCHEMA_VERSION))]
     pub schema_version: u32,
+    #[schemars(extend("enum" = [crate::index::bforest::NAME, crate::index::pimtree::NAME]))]
     pub index: String,
     /// The index's own keys (B+-Forest: `partitioner`, `imbalance`, `policies`).
     #[serde(flatten)]
@@ -179,7 +192,9 @@ pub struct RunReport {
     /// The index's lines of the text table.
     #[serde(skip)]
     pub index_rows: Vec<(String, String)>,
+    #[schemars(range(min = 1))]
     pub dpus: u32,
+    #[schemars(range(min = 1))]
     pub tasklets: u32,
     /// The configured batch size: every batch's with closed arrivals, the most a batch
     /// takes with open ones.
@@ -192,6 +207,7 @@ pub struct RunReport {
     /// Each measured batch from its start to its end.
     pub batch_time_us: MeanStd,
     /// Every measured batch's time, in batch order.
+    #[schemars(inner(range(min = 0.0)))]
     pub batch_times_us: Vec<f64>,
     /// Between the ends of consecutive batches (equal to the batch time when batches run
     /// one after another).
@@ -204,6 +220,7 @@ pub struct RunReport {
     pub init_us: Named,
     /// Measured queries over the measured window (end of the last warm-up batch to the end
     /// of the last batch).
+    #[schemars(range(min = 0.0))]
     pub throughput_queries_per_s: f64,
     pub latency_us: Latency,
     /// Open arrivals came faster than the machine served them.

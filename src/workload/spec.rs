@@ -10,8 +10,9 @@ use std::path::Path;
 pub const MAX_PAIRS: u64 = 1 << 36;
 pub const MAX_BATCH_SIZE: u64 = 1_100_000_000;
 
-/// Upper bound on `run.tasklets` before the machine's own `dpu.max_tasklets` applies.
-pub const MAX_RUN_TASKLETS: u64 = 1024;
+/// Upper bound on `run.tasklets` before the machine's own `dpu.max_tasklets` applies: the
+/// most any machine file may give.
+pub const MAX_RUN_TASKLETS: u64 = crate::machine::MAX_DPU_TASKLETS;
 
 /// Upper bound on `queries.prefix_bits` (2^24 key prefixes).
 pub const MAX_PREFIX_BITS: u32 = 24;
