@@ -99,13 +99,19 @@ fn a_killed_sweep_reruns_to_the_files_of_an_uninterrupted_one() {
     );
     let expected = files(&whole);
     assert_eq!(expected.len(), 4 + 3, "{:?}", expected.keys());
-    // A rerun writes nothing and says so.
-    let o = sweep(&[s(&m), "--out", s(&whole)]);
+    // Each point is said on stderr as it ends, counted (in any order under --jobs).
+    for n in 1..=4 {
+        let said = format!(": done ({n} of 4)\n");
+        assert!(o.stderr.contains(&said), "{said}: {}", o.stderr);
+    }
+    // A rerun writes nothing and says so; with --quiet, on stdout alone.
+    let o = sweep(&[s(&m), "--out", s(&whole), "--quiet"]);
     assert!(
         o.stdout.contains("results.jsonl are up to date (4 points)"),
         "{}",
         o.stdout
     );
+    assert_eq!(o.stderr, "");
     assert!(expected.contains_key("partition.partitioner=qdd-greedy,queries.skew=0.6.json"));
 
     sweep(&[s(&m), "--out", s(&killed)]);

@@ -28,6 +28,9 @@ pub struct ExperimentArgs {
     /// List the experiments and their manifests.
     #[arg(long, conflicts_with_all = ["name", "out"])]
     list: bool,
+    /// No line per point on stderr (warnings and errors still print).
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -99,7 +102,12 @@ pub fn experiment(args: ExperimentArgs) -> Result<(), Error> {
     let mut summary = String::new();
     for part in e.parts {
         let manifest = catalog::manifest(&root, e, &args.scale, part);
-        summary.push_str(&sweep_whole(&manifest, &out.join(part), args.jobs)?);
+        summary.push_str(&sweep_whole(
+            &manifest,
+            &out.join(part),
+            args.jobs,
+            args.quiet,
+        )?);
     }
     write_stdout(&summary)
 }

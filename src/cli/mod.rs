@@ -56,10 +56,12 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Run every point of a manifest (a grid of `--set` values) into one result file each,
     /// resumably; list the points as command lines; or collect them into CSV and JSON Lines.
-    #[command(override_usage = "pimdes sweep MANIFEST --out DIR [--jobs N]\n       \
+    #[command(
+        override_usage = "pimdes sweep MANIFEST --out DIR [--jobs N] [--quiet]\n       \
                                 pimdes sweep MANIFEST --out DIR --list\n       \
-                                pimdes sweep MANIFEST --out DIR --point I\n       \
-                                pimdes sweep --collect DIR")]
+                                pimdes sweep MANIFEST --out DIR --point I [--quiet]\n       \
+                                pimdes sweep --collect DIR"
+    )]
     Sweep(sweep::SweepArgs),
     /// Draw random small machines, workloads, indexes, partitioners, evaluation policies and
     /// protocols from a seed, run each on one thread and on two, and check the invariants

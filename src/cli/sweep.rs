@@ -37,6 +37,9 @@ pub struct SweepArgs {
     /// files, and redraw the figures the manifest declares.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["manifest", "out", "list", "point", "jobs"])]
     collect: Option<PathBuf>,
+    /// No line per point on stderr (warnings and errors still print).
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// The command line that runs point `p` alone and writes its result file: the command
@@ -224,7 +227,12 @@ pub fn run(args: SweepArgs) -> Result<(), Error> {
             .collect();
         return write_stdout(&lines);
     }
-    let summary = execute(&m, &indices, &dir, args.jobs, args.point.is_none())?;
+    let run = Execution {
+        jobs: args.jobs,
+        whole: args.point.is_none(),
+        quiet: args.quiet,
+    };
+    let summary = execute(&m, &indices, &dir, &run)?;
     write_stdout(&summary)
 }
 
@@ -261,24 +269,38 @@ pub(crate) fn check_sweep(path: &Path, out: &Path) -> Result<(), Error> {
 
 /// Runs every point of the manifest at `path` into `out` on `jobs` threads, collects them
 /// and draws the manifest's figures; returns the summary.
-pub(crate) fn sweep_whole(path: &Path, out: &Path, jobs: usize) -> Result<String, Error> {
+pub(crate) fn sweep_whole(
+    path: &Path,
+    out: &Path,
+    jobs: usize,
+    quiet: bool,
+) -> Result<String, Error> {
     let m = load_manifest(path)?;
     let dir = write_index(&m, out)?;
     let all: Vec<usize> = (0..m.points.len()).collect();
-    execute(&m, &all, &dir, jobs, true)
+    let run = Execution {
+        jobs,
+        whole: true,
+        quiet,
+    };
+    execute(&m, &all, &dir, &run)
+}
+
+/// How [`execute`] runs a sweep's points.
+struct Execution {
+    /// Points run at once.
+    jobs: usize,
+    /// Every point (not `--point`): stale temporary files cleared first, collected after.
+    whole: bool,
+    /// No line per point on stderr.
+    quiet: bool,
 }
 
 /// Runs the points, reporting each on stderr; a whole sweep also clears a killed run's
 /// temporary files first, collects at the end and draws the manifest's figures. Returns
 /// the summary for stdout.
-fn execute(
-    m: &Manifest,
-    indices: &[usize],
-    dir: &Path,
-    jobs: usize,
-    whole: bool,
-) -> Result<String, Error> {
-    if whole {
+fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Result<String, Error> {
+    if run.whole {
         remove_stale_temps(dir, m)?;
     }
     // Points finish in any order under `--jobs`: each line names its point (numbered from
@@ -290,33 +312,29 @@ fn execute(
             finished.fetch_add(1, Ordering::Relaxed) + 1
         )
     };
-    let done = |p: &Point, o: &Outcome| match o {
-        Outcome::UpToDate => eprintln!(
-            "pimdes sweep: point {}, {}: up to date ({})",
-            p.index,
-            p.file,
-            tally()
-        ),
-        Outcome::Ran { warnings } => {
+    let line = |p: &Point, what: &str| {
+        let count = tally();
+        if !run.quiet {
             eprintln!(
-                "pimdes sweep: point {}, {}: done ({})",
-                p.index,
-                p.file,
-                tally()
+                "pimdes sweep: point {}, {}: {what} ({count})",
+                p.index, p.file
             );
+        }
+    };
+    let done = |p: &Point, o: &Outcome| match o {
+        Outcome::UpToDate => line(p, "up to date"),
+        Outcome::Ran { warnings } => {
+            line(p, "done");
             for w in warnings {
                 eprintln!("warning: point {}: {w}", p.index);
             }
         }
-        Outcome::Refused { reason } => eprintln!(
-            "pimdes sweep: point {}, {}: refused ({reason}); recorded as such ({})",
-            p.index,
-            p.file,
-            tally()
-        ),
+        Outcome::Refused { reason } => {
+            line(p, &format!("refused ({reason}); recorded as such"));
+        }
     };
     let reproduce = |p: &Point| point_command(m, p, dir);
-    let outcomes = run_points(m, indices, dir, jobs, &reproduce, &done).map_err(|e| {
+    let outcomes = run_points(m, indices, dir, run.jobs, &reproduce, &done).map_err(|e| {
         // Which point, before the error itself (with `--jobs`, others ran beside it).
         eprintln!("pimdes sweep: point {}, {}: failed", e.point, e.file);
         e.error
@@ -334,7 +352,7 @@ fn execute(
         dir.display(),
         outcomes.len() - ran - refused
     );
-    if whole {
+    if run.whole {
         summary.push_str(&collect_and_draw(dir)?);
     }
     Ok(summary)

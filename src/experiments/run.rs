@@ -516,7 +516,11 @@ pub fn drive(
             Error::PastCeiling(p) => past_ceiling(p, machine, workload),
             other => other,
         })?;
-    progress.phase("done");
+    progress.phase(if trace.is_some() {
+        "building the trace"
+    } else {
+        "done"
+    });
     let trace = trace.map(|t| {
         let mut trace = build_trace(machine, t, &timeline, &g.tasklets);
         note_unsimulated_warmup(&mut trace, workload);

@@ -3,9 +3,10 @@
 //! the model's time for each (`pimdes calibrate transfer`). Sources, configurations and
 //! the split's reasons: `docs/calibration-data.md`; errors: `docs/validation.md`.
 //!
-//! - **LK**: GitHub Loremkang/upmem_communication_performance_test, `result.xlsx`, sheets
-//!   Send, Receive, Launch (4 ranks, 256 DPUs) and ReceiveDev (16 ranks, 1,024 DPUs); SDK
-//!   calls, means over the runs' rounds.
+//! - **LK**: GitHub Loremkang/upmem_communication_performance_test,
+//!   `direct_interface_performance.xlsx` (branch `dev`), sheets Send, Receive, Launch (4
+//!   ranks, 256 DPUs) and ReceiveDev (16 ranks, 1,024 DPUs); SDK calls, means over the
+//!   runs' rounds.
 //! - **BPF-T**: GitHub plasgroup/bp-forest-exp `data/preliminary/transfer_performance.csv`
 //!   (one cold call into MRAM; MiB/s converted to us as size x DPUs / rate).
 //! - **BPF-B**: GitHub plasgroup/bp-forest-exp `batch_size.csv` (2,048 DPUs,
@@ -66,6 +67,18 @@ const fn f(source: &'static str, set: Set, op: Op, dpus: u32, size: u64, us: f64
         size_per_dpu_bytes: size,
         measured_us: us,
     }
+}
+
+/// DERF's push of 8 MiB to each of `dpus` DPUs (64 per rank), timed by the source's fitted
+/// throughput at its rank count: 5.042768 + 0.258673 x min(ranks, 31.536102) GB/s
+/// (`util/upvec-write.tex`, the upstream SDK build, with byte transformation).
+const fn derf(dpus: u32) -> Figure {
+    const PER_DPU_BYTES: u64 = 8 * MIB;
+    let ranks = (dpus / 64) as f64;
+    let ranks = if ranks < 31.536102 { ranks } else { 31.536102 };
+    let gb_per_s = 5.042768 + 0.258673 * ranks;
+    let us = (dpus as u64 * PER_DPU_BYTES) as f64 / (gb_per_s * 1e3);
+    f("DERF", HoldOut, Push, dpus, PER_DPU_BYTES, us)
 }
 
 use Op::{Broadcast, Launch, Pull, PullAfterLaunch, Push, SerialPush};
@@ -182,38 +195,10 @@ const OTHERS: &[Figure] = &[
     f("LK", HoldOut, Pull, 1024, 80 * KIB, 17039.4),
     f("LK", HoldOut, Pull, 1024, 160 * KIB, 26908.8),
     // H3: DERF's fitted CPU->DPU throughput at 8 MiB per DPU, 64 DPUs per rank.
-    f(
-        "DERF",
-        HoldOut,
-        Push,
-        64,
-        8 * MIB,
-        64.0 * 8.0 * MIB as f64 / 5.30e3,
-    ),
-    f(
-        "DERF",
-        HoldOut,
-        Push,
-        256,
-        8 * MIB,
-        256.0 * 8.0 * MIB as f64 / 6.08e3,
-    ),
-    f(
-        "DERF",
-        HoldOut,
-        Push,
-        1024,
-        8 * MIB,
-        1024.0 * 8.0 * MIB as f64 / 9.18e3,
-    ),
-    f(
-        "DERF",
-        HoldOut,
-        Push,
-        2048,
-        8 * MIB,
-        2048.0 * 8.0 * MIB as f64 / 13.20e3,
-    ),
+    derf(64),
+    derf(256),
+    derf(1024),
+    derf(2048),
 ];
 
 /// Every figure: the others, then BPF-T's (F3, F4 and H2), push, serial push, broadcast.
