@@ -647,6 +647,28 @@ fn check_file(
 mod tests {
     use super::*;
 
+    /// `MANIFEST_KEYS` and the five other keys are every field of the manifest: serde's
+    /// error for an unknown key lists the fields it expected.
+    #[test]
+    fn manifest_keys_are_every_field_but_the_tables_and_description() {
+        let e = toml::from_str::<RawManifest>("zzz = 1")
+            .unwrap_err()
+            .to_string();
+        let expected = e
+            .split("expected one of")
+            .nth(1)
+            .expect("serde lists the fields");
+        let mut fields: Vec<&str> = expected
+            .split(',')
+            .map(|f| f.trim().trim_matches('`'))
+            .collect();
+        fields.sort_unstable();
+        let mut keys = MANIFEST_KEYS.to_vec();
+        keys.extend(["description", "set", "grid", "zip", "ranges"]);
+        keys.sort_unstable();
+        assert_eq!(fields, keys, "{e}");
+    }
+
     #[test]
     fn values_are_alike_by_value_and_integers_exactly() {
         use toml::Value::{Float, Integer};
