@@ -867,15 +867,16 @@ fn check_words(source: &Source, key: &str, value: u64) -> Result<(), InputError>
     Err(source.error_at(key, format!("{value} must be a multiple of {WORD_BYTES}")))
 }
 
+/// The DPU's clock, from `dpu.clock_mhz`.
+fn dpu_clock(d: &RawDpu, source: &Source) -> Result<Clock, InputError> {
+    let (lo, hi) = (MIN_CLOCK_MHZ, MAX_CLOCK_MHZ);
+    let mhz = in_range_f64(source, "dpu.clock_mhz", d.clock_mhz, lo, hi)?;
+    Ok(Clock::from_hz((mhz * 1e6).round() as u64))
+}
+
 fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputError> {
     let d = &raw.dpu;
-    let mhz = in_range_f64(
-        source,
-        "dpu.clock_mhz",
-        d.clock_mhz,
-        MIN_CLOCK_MHZ,
-        MAX_CLOCK_MHZ,
-    )?;
+    let clock = dpu_clock(d, source)?;
     // At most 32: the pipeline's exact arithmetic works in units of 1/lcm(11, 1..=tasklets)
     // instruction, which must stay far from u128 overflow (UPMEM DPUs have 24 or 16).
     let max_tasklets = in_range(
@@ -927,7 +928,7 @@ fn validate_dpu(raw: &RawMachine, source: &Source) -> Result<DpuParams, InputErr
     check_instruction_costs(c, source)?;
     let dma = validate_dma(&raw.dma, source)?;
     Ok(DpuParams {
-        clock: Clock::from_hz((mhz * 1e6).round() as u64),
+        clock,
         mram_size_bytes: d.mram_size_bytes,
         max_tasklets: max_tasklets as u32,
         wram_size_bytes: wram as u32,

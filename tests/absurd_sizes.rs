@@ -85,19 +85,19 @@ fn range_pairs_is_bounded_by_the_data_and_the_work() {
             "more than the 600000 pairs of the data",
         ],
     );
-    // A run scans every range; `partition` counts each once, so the bound is a run's.
-    let o = command(
-        "run",
-        &["data.pairs=600000000", "queries.range_pairs=10000000"],
-    );
-    assert_bad(
-        &o,
-        &[
-            "--set queries.range_pairs=10000000",
-            "queries.batch_size",
-            "above a run's limit of 250000000000",
-        ],
-    );
+    // Every command that reads the workload: a run scans the ranges, `partition` routes
+    // each to every DPU it reaches.
+    let sets = ["queries.range_pairs=600000", "queries.batch_size=100000000"];
+    for name in ["partition", "run"] {
+        assert_bad(
+            &command(name, &sets),
+            &[
+                "--set queries.range_pairs=600000",
+                "queries.batch_size",
+                "above the limit of 250000000000 (about an hour of a run)",
+            ],
+        );
+    }
 }
 
 /// A run whose estimated host memory is above what the host has is refused at once; 2^36

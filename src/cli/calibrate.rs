@@ -146,7 +146,7 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
             );
         } else if !TRANSFER_KEYS.iter().any(read) {
             eprintln!(
-                "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys (but poll_interval_us) and host.threads"
+                "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys (except poll_interval_us) and host.threads"
             );
         }
         sets.push(o);

@@ -78,6 +78,18 @@ impl StderrProgress {
         self.set(|s| s.estimate = Some((Instant::now(), wall)));
     }
 
+    /// Runs `print` (a line on stdout) with the ticker held off, after clearing the line it
+    /// is redrawing on a terminal (both may share the screen), which it redraws at its next
+    /// tick.
+    pub fn above<R>(&self, print: impl FnOnce() -> R) -> R {
+        let mut state = self.shared.0.lock().unwrap_or_else(|e| e.into_inner());
+        if self.terminal && state.printed {
+            eprint!("\r\x1b[K");
+            state.printed = false;
+        }
+        print()
+    }
+
     fn set(&self, update: impl FnOnce(&mut State)) {
         let mut state = self.shared.0.lock().unwrap_or_else(|e| e.into_inner());
         update(&mut state);

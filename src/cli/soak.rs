@@ -3,7 +3,7 @@
 use super::write_stdout;
 use crate::error::Error;
 use crate::experiments::run::Progress;
-use crate::experiments::soak::{Outcome, check, draw};
+use crate::experiments::soak::{Case, Outcome, check, draw};
 use clap::Args;
 
 /// At most this many cases in one command (about a day at a second each).
@@ -57,28 +57,40 @@ pub fn run(args: SoakArgs) -> Result<(), Error> {
         // As each case ends, so that a long soak shows its failures at once and an
         // interrupted one keeps the lines it printed.
         if args.verbose || matches!(outcome, Outcome::Failed(_)) {
-            write_stdout(&format!("seed {seed}: {what}\n  {}\n", case.command_line()))?;
+            let line = format!("seed {seed}: {what}\n  {}\n", case.command_line());
+            let written = match &progress {
+                Some(p) => p.above(|| write_stdout(&line)),
+                None => write_stdout(&line),
+            };
+            // A closed stdout ends the soak; a failure found is still what it reports.
+            if let Err(e) = written {
+                return Err(failure(&failed).unwrap_or(e));
+            }
         }
         meter.add(1);
     }
     drop(progress);
-    write_stdout(&format!(
+    let totals = write_stdout(&format!(
         "soak from seed {}: {}, {held} held every invariant, {refused} refused as infeasible input, {} failed\n",
         args.seed,
         crate::config::counted(args.cases, "case"),
         failed.len()
-    ))?;
-    match failed.first() {
-        None => Ok(()),
-        Some((case, what)) => Err(Error::Verification(format!(
-            "soak case {} failed: {what}; rerun it with `pimdes soak --seed {} --cases 1` (its run on one and on two threads, and with the warm-up batches unsimulated where they may be); its run on one thread alone, from the repository's root: `RAYON_NUM_THREADS=1 {}`{}",
-            case.seed,
-            case.seed,
-            case.command_line(),
-            match failed.len() {
-                1 => String::new(),
-                n => format!(" ({} more failed)", n - 1),
-            }
-        ))),
-    }
+    ));
+    failure(&failed).map_or(totals, Err)
+}
+
+/// The soak's verdict when a case failed: the first failure, how to rerun it, and how many
+/// more failed.
+fn failure(failed: &[(Case, String)]) -> Option<Error> {
+    let (case, what) = failed.first()?;
+    Some(Error::Verification(format!(
+        "soak case {} failed: {what}; rerun it with `pimdes soak --seed {} --cases 1` (its run on one and on two threads, and with the warm-up batches unsimulated where they may be); its run on one thread alone, from the repository's root: `RAYON_NUM_THREADS=1 {}`{}",
+        case.seed,
+        case.seed,
+        case.command_line(),
+        match failed.len() {
+            1 => String::new(),
+            n => format!(" ({} more failed)", n - 1),
+        }
+    )))
 }

@@ -11,7 +11,7 @@ use crate::experiments::sweep::{
 };
 use clap::Args;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 #[derive(Debug, Args)]
 pub struct SweepArgs {
@@ -305,20 +305,14 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
     }
     // Points finish in any order under `--jobs`: each line names its point (numbered from
     // 0, as `--point` takes it) and counts the points finished so far.
-    let (total, finished) = (indices.len(), AtomicUsize::new(0));
-    let tally = || {
-        format!(
-            "{} of {total}",
-            finished.fetch_add(1, Ordering::Relaxed) + 1
-        )
-    };
+    // The count is taken and printed under one lock, so the lines count up in order.
+    let (total, finished) = (indices.len(), Mutex::new(0usize));
     let line = |p: &Point, what: &str| {
-        let count = tally();
+        let mut n = finished.lock().unwrap_or_else(|e| e.into_inner());
+        *n += 1;
         if !run.quiet {
-            eprintln!(
-                "pimdes sweep: point {}, {}: {what} ({count})",
-                p.index, p.file
-            );
+            let (index, file) = (p.index, &p.file);
+            eprintln!("pimdes sweep: point {index}, {file}: {what} ({n} of {total})");
         }
     };
     let done = |p: &Point, o: &Outcome| match o {

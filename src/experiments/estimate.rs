@@ -282,12 +282,13 @@ fn run_events(workload: &Workload) -> u64 {
     simulated.saturating_mul(EVENTS_PER_QUERY.saturating_add(range))
 }
 
-/// Pairs the simulated batches' ranges cover in all (none for get and predecessor queries).
+/// Pairs the batches' ranges cover in all (none for get and predecessor queries).
 fn covered_pairs(workload: &Workload) -> u64 {
     match workload.kind {
         QueryKind::Get | QueryKind::Predecessor => 0,
+        // The reference answers every batch it holds, simulated or not.
         _ => (workload.batch_size)
-            .saturating_mul(workload.simulated_batches())
+            .saturating_mul(workload.total_batches())
             .saturating_mul(workload.range_pairs),
     }
 }

@@ -184,7 +184,7 @@ pub struct RunReport {
     /// reader compares it before reading the rest.
     #[schemars(extend("const" = super::REPORT_SCHEMA_VERSION))]
     pub schema_version: u32,
-    #[schemars(extend("enum" = [crate::index::bforest::NAME, crate::index::pimtree::NAME]))]
+    #[schemars(extend("enum" = crate::index::names()))]
     pub index: String,
     /// The index's own keys (B+-Forest: `partitioner`, `imbalance`, `policies`).
     #[serde(flatten)]
@@ -342,7 +342,6 @@ pub fn run_traced(
     let mut clock = WallClock::start();
     index::check_choices(machine, workload)?;
     check_fixed_costs(machine, workload)?;
-    workload.check_range_work()?;
     // Only B+-Forest leaves warm-up batches unsimulated; PIM-tree refuses it as such.
     if workload.index == index::bforest::NAME {
         workload.check_warmup_skip()?;

@@ -215,11 +215,34 @@ fn value_rule(rule: &str, arg: &Value, v: &Value, at: &str, out: &mut Vec<Violat
         {
             out.push(violation(at, format!("{v} is shorter than {arg}")));
         }
-        "const" | "enum" | "minimum" | "maximum" | "minLength" | "then" => {}
+        "minItems"
+            if v.as_array()
+                .is_some_and(|a| a.len() < count(arg, usize::MAX)) =>
+        {
+            out.push(violation(
+                at,
+                format!("{} has fewer than {arg} items", shown(v)),
+            ));
+        }
+        "maxItems" if v.as_array().is_some_and(|a| a.len() > count(arg, 0)) => {
+            out.push(violation(
+                at,
+                format!("{} has more than {arg} items", shown(v)),
+            ));
+        }
+        "const" | "enum" | "minimum" | "maximum" | "minLength" | "minItems" | "maxItems"
+        | "then" => {}
         "$schema" | "$defs" | "title" | "description" | "format" | "default" => {}
         _ => return false,
     }
     true
+}
+
+/// A schema's count `arg`, or `otherwise` when it is not one (so that it fails every value).
+fn count(arg: &Value, otherwise: usize) -> usize {
+    arg.as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(otherwise)
 }
 
 /// `v` as JSON, cut short when long (a whole record would bury the message).
@@ -259,7 +282,8 @@ mod tests {
                 "n": {"type": "integer", "minimum": 1, "maximum": 9},
                 "name": {"type": "string", "minLength": 1},
                 "kind": {"enum": ["a", "b"]},
-                "list": {"type": "array", "items": {"$ref": "#/$defs/X"}},
+                "list": {"type": "array", "items": {"$ref": "#/$defs/X"}, "maxItems": 2},
+                "some": {"type": "array", "minItems": 1},
                 "either": {"oneOf": [{"type": "string"}, {"type": "number"}]}
             },
             "additionalProperties": false,
@@ -267,8 +291,8 @@ mod tests {
         });
         let ok = json!({"n": 3, "name": "x", "kind": "a", "list": [1, 1], "either": 2});
         assert_eq!(validate(&schema, &ok), []);
-        let bad = json!({"n": 0, "name": "", "kind": "c", "list": [1, 2], "either": null,
-                         "extra": 1});
+        let bad = json!({"n": 0, "name": "", "kind": "c", "list": [1, 2, 1], "either": null,
+                         "some": [], "extra": 1});
         let found: Vec<String> = validate(&schema, &bad)
             .iter()
             .map(|v| v.to_string())
@@ -280,8 +304,10 @@ mod tests {
                 "$.either: 0 alternatives of oneOf match null",
                 "$.kind: \"c\" is not one of [\"a\",\"b\"]",
                 "$.list[1]: 2 is not 1",
+                "$.list: [1,2,1] has more than 2 items",
                 "$.n: 0 is below 1",
                 "$.name: \"\" is shorter than 1",
+                "$.some: [] has fewer than 1 items",
             ]
         );
         let missing = validate(&schema, &json!({"n": 1.5}));

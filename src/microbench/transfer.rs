@@ -51,10 +51,12 @@ pub const MAX_SIZE_PER_DPU_BYTES: u64 = 64 << 20;
 pub struct TransferSweep {
     /// Bytes per DPU of each transfer, multiples of 8 (the SDK moves MRAM in 8-byte words).
     /// Default: every power of two from 8 B to 32 MiB.
+    #[schemars(length(min = 1, max = MAX_SWEEP_VALUES), inner(range(min = WORD, max = MAX_SIZE_PER_DPU_BYTES)))]
     pub sizes_bytes: Vec<u64>,
     /// Rank counts: 1 sweeps 1, 2, 4, ... 64 DPUs of one rank (as PrIM measured); R > 1
     /// takes every usable DPU of the first R ranks. Default: 1, 2, 4, ... and the machine's
     /// ranks.
+    #[schemars(length(min = 1, max = MAX_SWEEP_VALUES), inner(range(min = 1)))]
     pub ranks: Vec<u32>,
 }
 

@@ -628,8 +628,11 @@ fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputErr
     }
 }
 
-/// A range covers at most all the data.
-fn check_range_size(raw: &RawWorkload, source: &Source) -> Result<(), InputError> {
+/// A range covers at most all the data, and all ranges of a run together at most
+/// [`MAX_RANGE_PAIR_VISITS`] pairs: without the bound, a huge `range_pairs` passed and then
+/// ran for minutes on the tiniest data (a run scans every pair a range covers; `partition`
+/// and `calibrate host` route each range to every DPU it reaches).
+fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError> {
     let q = &raw.queries;
     if !q.kind.is_range() {
         return Ok(());
@@ -640,6 +643,23 @@ fn check_range_size(raw: &RawWorkload, source: &Source) -> Result<(), InputError
             format!(
                 "queries.range_pairs = {} is more than the {} pairs of the data (data.pairs); a range covers at most all of them",
                 q.range_pairs, raw.data.pairs
+            ),
+        ));
+    }
+    let batches = raw.batches.warmup + raw.batches.measured;
+    let visits = u128::from(q.range_pairs) * u128::from(q.batch_size) * u128::from(batches);
+    if visits > u128::from(MAX_RANGE_PAIR_VISITS) {
+        let keys = [
+            "queries.range_pairs",
+            "queries.batch_size",
+            "batches.measured",
+            "batches.warmup",
+        ];
+        return Err(source.error_at_any(
+            &keys,
+            format!(
+                "{} pairs per range x {} queries per batch (queries.batch_size) x {batches} batches (batches.warmup + batches.measured) = {visits} pairs covered, above the limit of {MAX_RANGE_PAIR_VISITS} (about an hour of a run); lower one of them",
+                q.range_pairs, q.batch_size
             ),
         ));
     }
@@ -679,7 +699,7 @@ impl Workload {
         // One table after another; the first bad key found is the one reported.
         check_data_and_queries(&raw, source)?;
         check_batches(&raw.batches, source)?;
-        check_range_size(&raw, source)?;
+        check_range_work(&raw, source)?;
         check_partition(&raw.partition, source)?;
         let deviation = checked_deviation(raw.deviation.as_ref(), source)?;
         let queries_per_s = check_run(&raw.run, source)?;
@@ -798,34 +818,6 @@ impl Workload {
             &["batches.simulate_warmup", key],
             format!(
                 "warm-up batches must be simulated: {why}; set batches.simulate_warmup = true{fix}"
-            ),
-        ))
-    }
-
-    /// A run's ranges together cover at most [`MAX_RANGE_PAIR_VISITS`] pairs: without the
-    /// bound, a huge `range_pairs` passed and then ran for minutes on the tiniest data. Only
-    /// a run scans them (`partition` counts each range once).
-    pub fn check_range_work(&self) -> Result<(), InputError> {
-        if !self.kind.is_range() {
-            return Ok(());
-        }
-        let batches = self.total_batches();
-        let visits =
-            u128::from(self.range_pairs) * u128::from(self.batch_size) * u128::from(batches);
-        if visits <= u128::from(MAX_RANGE_PAIR_VISITS) {
-            return Ok(());
-        }
-        let keys = [
-            "queries.range_pairs",
-            "queries.batch_size",
-            "batches.measured",
-            "batches.warmup",
-        ];
-        Err(self.attribution.error_at_any(
-            &keys,
-            format!(
-                "{} pairs per range x {} queries per batch (queries.batch_size) x {batches} batches (batches.warmup + batches.measured) = {visits} pairs covered, above a run's limit of {MAX_RANGE_PAIR_VISITS} (about an hour); lower one of them",
-                self.range_pairs, self.batch_size
             ),
         ))
     }
