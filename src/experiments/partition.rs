@@ -137,21 +137,24 @@ pub fn queries_per_dpu(
         queries: vec![0u64; dpus as usize],
         hot: vec![0u64; dpus as usize],
     };
-    let mut reached: Vec<u32> = Vec::with_capacity(8);
+    // A query counts once on each DPU it reaches: each DPU keeps the number (from 1) of the
+    // last query counted on it, so a wide range costs one step per entry, not per pair of
+    // DPUs it reaches.
+    let mut last = vec![0u64; dpus as usize];
+    let mut number = 0u64;
     queries.for_each(index, |q| {
-        reached.clear();
+        number += 1;
         table.route(q.lo, q.hi, |entry| {
             let t = table.target(entry);
+            let dpu = t.dpu as usize;
             if t.hot {
-                loads.hot[t.dpu as usize] += 1;
+                loads.hot[dpu] += 1;
             }
-            if !reached.contains(&t.dpu) {
-                reached.push(t.dpu);
+            if last[dpu] != number {
+                last[dpu] = number;
+                loads.queries[dpu] += 1;
             }
         });
-        for &dpu in &reached {
-            loads.queries[dpu as usize] += 1;
-        }
     });
     loads
 }
