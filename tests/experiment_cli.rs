@@ -283,6 +283,20 @@ fn bad_figures_and_names_are_bad_input() {
         ],
     );
     assert!(!out.exists(), "nothing ran");
+    // A text value that the key itself refuses is named as such, before the figure.
+    let typo = text.replacen(
+        "queries.skew = [0.6, 1.2]",
+        "queries.skew = [0.6, \"high\"]",
+        1,
+    );
+    std::fs::write(&m, typo).unwrap();
+    let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_bad(
+        &o,
+        &["m.toml", "point 1 (`queries.skew=high`)", "invalid type"],
+    );
+    assert!(!o.stderr.contains("plot[0]"), "{}", o.stderr);
+    assert!(!out.exists(), "nothing ran");
     let m = manifest(&dir, "stacked = 3");
     let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert_bad(&o, &["m.toml", "stacked"]);

@@ -238,7 +238,6 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     }
     let points = expand(&axes, repetitions, base_seed, &fixed_sets, &origin)?;
     check_specs(&raw.plot, raw.command.name(), &param_names, &origin)?;
-    check_line_x(&raw.plot, &points, &origin)?;
     Ok(Manifest {
         name: manifest_name(path),
         origin,
@@ -254,8 +253,13 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
 }
 
 /// A line figure's x, when it is a parameter, takes numbers at every point: text (a
-/// partitioner's name) has no place on its axis, and such a figure came out empty.
-fn check_line_x(plots: &[PlotSpec], points: &[Point], origin: &str) -> Result<(), InputError> {
+/// partitioner's name) has no place on its axis, and such a figure came out empty. Checked
+/// after the points' own inputs, so that a value a key refuses is named as such first.
+pub(super) fn check_line_x(
+    plots: &[PlotSpec],
+    points: &[Point],
+    origin: &str,
+) -> Result<(), InputError> {
     for (i, spec) in plots.iter().enumerate().filter(|(_, s)| !s.stacked) {
         let values = points.iter().flat_map(|p| &p.params);
         let text = values.filter(|(k, v)| *k == spec.x && !(v.is_integer() || v.is_float()));

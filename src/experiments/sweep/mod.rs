@@ -185,6 +185,7 @@ pub fn index(m: &Manifest) -> Result<SweepIndex, Error> {
             config_fnv1a64: config_hash(&config),
         });
     }
+    manifest::check_line_x(&m.plots, &m.points, &m.origin)?;
     Ok(SweepIndex {
         format: INDEX_FORMAT,
         command: m.command.name().to_owned(),
