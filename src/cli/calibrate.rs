@@ -25,10 +25,11 @@ pub enum CalibrateWhat {
 #[derive(Debug, Args)]
 pub struct TransferArgs {
     /// The machine whose transfer model is compared (default: machines/upmem-2538.toml,
-    /// embedded); it is cut to each figure's DPUs in ranks of 64.
+    /// embedded); it is cut or grown to each figure's DPUs in ranks of 64.
     #[arg(long, value_name = "FILE")]
     machine: Option<std::path::PathBuf>,
-    /// Override a machine key (machine.KEY=VALUE), e.g. a transfer parameter to try.
+    /// Override a machine key (machine.KEY=VALUE), e.g. a transfer parameter to try; not the
+    /// machine's size (ranks, dpus_per_rank, usable_dpus), which each figure sets.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
     /// Print the figures as JSON lines instead of a table.
@@ -54,7 +55,7 @@ pub struct HostArgs {
     #[arg(long, value_name = "NAME", value_parser = super::Completes(crate::partition::names), hide_possible_values = true)]
     partitioner: Option<String>,
     /// Runs of each step; the fastest counts (1 to 100).
-    #[arg(long, value_name = "N", default_value_t = 5,
+    #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(calibrate::MAX_RUNS)))]
     runs: u32,
 }
@@ -126,7 +127,7 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
     use crate::config::Override;
     use crate::machine::Machine;
     use crate::microbench::transfer_data;
-    let mut sets = Vec::new();
+    let (mut sets, mut warnings) = (Vec::new(), Vec::new());
     for text in &args.set {
         let o = Override::parse(text)?;
         let Some(key) = o.strip_prefix("machine") else {
@@ -141,13 +142,13 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
         }
         let read = |k: &&str| crate::config::covers(k, key) || crate::config::covers(key, k);
         if key == UNREAD_TRANSFER_KEY {
-            eprintln!(
+            warnings.push(format!(
                 "warning: --set {text} changes nothing here: the figures' transfers are synchronous, and only an asynchronous run polls"
-            );
+            ));
         } else if !TRANSFER_KEYS.iter().any(read) {
-            eprintln!(
+            warnings.push(format!(
                 "warning: --set {text} changes nothing here: the transfer figures read only the machine's transfer.* keys (except poll_interval_us) and host.threads"
-            );
+            ));
         }
         sets.push(o);
     }
@@ -158,8 +159,11 @@ fn transfer(args: TransferArgs) -> Result<(), Error> {
             None => Machine::from_toml_str(DEFAULT_MACHINE_NAME, DEFAULT_MACHINE, &all),
         }
     };
-    // The machine as given must load before it is cut.
+    // The machine as given must load before it is cut (and before any warning on its keys).
     let name = load(&[])?.name;
+    for w in warnings {
+        eprintln!("{w}");
+    }
     let rows = transfer_data::compare(&load)?;
     if args.json {
         let mut text = String::new();

@@ -21,10 +21,20 @@ pub struct CompareArgs {
     #[arg(value_name = "NEW")]
     new: PathBuf,
     /// Relative tolerance: a metric may move by rtol * |old| (plus atol).
-    #[arg(long, value_name = "R", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     rtol: f64,
     /// Absolute tolerance: a metric may move by atol (plus rtol * |old|).
-    #[arg(long, value_name = "A", default_value_t = 0.0)]
+    #[arg(
+        long,
+        value_name = "A",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     atol: f64,
     /// Compare only this metric (a dotted path such as `batch_time_us.mean`, or a section such
     /// as `breakdown_us`). Repeatable; default: every number and flag outside `host`,

@@ -26,7 +26,7 @@ pub struct ExperimentArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     jobs: usize,
     /// List the experiments and their manifests.
-    #[arg(long, conflicts_with_all = ["name", "out"])]
+    #[arg(long, conflicts_with_all = ["name", "out", "scale", "jobs", "quiet"])]
     list: bool,
     /// No line per point on stderr (warnings and errors still print).
     #[arg(long)]

@@ -31,8 +31,8 @@ pub(crate) use output::write_stdout;
 #[command(
     name = "pimdes",
     version = env!("PIMDES_VERSION_LINE"),
-    about = "A discrete-event simulator of UPMEM processing-in-memory hardware, and B+-Forest's partitioners on it",
-    long_about = "A discrete-event simulator of UPMEM processing-in-memory hardware, and B+-Forest's partitioners on it.\n\nWithout a command, pimdes runs its main job on embedded defaults: a scaled-down comparison of the partitioners of the B+-Forest paper."
+    about = "A discrete-event simulator of UPMEM processing-in-memory hardware, with B+-Forest, its partitioners and PIM-tree on it (without a command: the main job, about 15 s)",
+    long_about = "A discrete-event simulator of UPMEM processing-in-memory hardware, with B+-Forest, its partitioners and PIM-tree on it.\n\nWithout a command, pimdes runs its main job on embedded defaults: a scaled-down comparison of the partitioners of the B+-Forest paper (about 15 s and 1.2 GiB)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -69,6 +69,10 @@ enum Command {
     Soak(soak::SoakArgs),
     /// Run one of the paper's experiments (its sweeps at a scale), collect the results and
     /// draw its figures (SVG and Markdown); `--list` names them.
+    #[command(
+        override_usage = "pimdes experiment NAME [--scale quick|paper] [--out DIR] [--jobs N] [--quiet]\n       \
+                                pimdes experiment --list"
+    )]
     Experiment(experiment::ExperimentArgs),
     /// Redraw a sweep's figures from its collected results (no simulation).
     Plot(experiment::PlotArgs),
@@ -86,13 +90,13 @@ enum Command {
     /// sweep's index or refused point) or of an input file (machine, workload); docs/schema/
     /// holds the same files.
     Schema {
-        /// run, partition, microbench, sensitivity, sweep-index, sweep-refused, machine or workload.
+        /// The output or input whose schema is printed.
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(crate::experiments::schema::NAMES))]
         name: String,
     },
     /// Print a shell completion script: `pimdes completions bash > ~/.local/share/bash-completion/completions/pimdes`.
     Completions {
-        /// bash, elvish, fish, powershell or zsh.
+        /// The shell (bash and zsh complete names too; see the README).
         shell: clap_complete::Shell,
     },
 }

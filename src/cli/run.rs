@@ -38,7 +38,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// DPUs shown tasklet by tasklet in the trace: `busiest` (the DPU with the longest
-    /// kernel of each traced batch) or a comma-separated list of DPU numbers.
+    /// kernel of each traced batch) or a comma-separated list of at most 64 DPU numbers; at
+    /// most 64 DPU timelines in all (DPUs x traced batches).
     #[arg(long, value_name = "LIST|busiest", requires = "trace")]
     trace_dpus: Option<String>,
     /// Batches in the trace: `A..B` (A up to B, B excluded) or one batch `A`, numbered from

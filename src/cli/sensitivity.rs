@@ -21,10 +21,10 @@ pub struct SensitivityArgs {
     /// Default: every numeric key whose comment in the machine file carries `[est]`.
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     keys: Vec<String>,
-    /// Factors each key is multiplied by, comma-separated, 0.001 to 1000 (integers are
-    /// rounded, at least 1; memory sizes to whole 8-byte words).
-    #[arg(long, value_name = "F", value_delimiter = ',', default_values_t = [0.5, 2.0],
-          value_parser = factor)]
+    /// Factors each key is multiplied by, comma-separated, 1 to 8 distinct ones from 0.001 to
+    /// 1000 (integers are rounded, at least 1; memory sizes to whole 8-byte words).
+    #[arg(long, value_name = "F", value_delimiter = ',', default_value = "0.5,2",
+          value_parser = factor, allow_negative_numbers = true)]
     factors: Vec<f64>,
     /// Also write the JSON study to FILE (atomically).
     #[arg(long, value_name = "FILE")]

@@ -13,10 +13,10 @@ const MAX_CASES: u64 = 100_000;
 pub struct SoakArgs {
     /// The first case's seed; case i has seed SEED + i, so a failing case reruns alone with
     /// `--seed` set to its seed and `--cases 1`.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     seed: u64,
-    /// How many cases to draw and run (each about a second or less).
-    #[arg(long, default_value_t = 100)]
+    /// How many cases to draw and run, 1 to 100,000 (each about a second or less).
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true)]
     cases: u64,
     /// Print every case's outcome as it ends (without it: each failure as it ends, and the
     /// totals).

@@ -28,7 +28,12 @@ pub struct SweepArgs {
     #[arg(long, conflicts_with_all = ["point", "jobs"])]
     list: bool,
     /// Run point I alone (numbered from 0, as `--list` prints them); no collection.
-    #[arg(long, value_name = "I")]
+    #[arg(
+        long,
+        value_name = "I",
+        allow_negative_numbers = true,
+        conflicts_with = "jobs"
+    )]
     point: Option<usize>,
     /// Points run at once (threads); the results do not depend on it.
     #[arg(long, value_name = "N", default_value_t = 1)]
