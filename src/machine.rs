@@ -1096,6 +1096,18 @@ fn check_dma_timing(dma: &DmaParams, source: &Source) -> Result<(), InputError> 
     Ok(())
 }
 
+/// "a" or "an" before the number `n` read aloud in English ("an 8-byte", "an 11-byte",
+/// "a 16-byte").
+fn article(n: u32) -> &'static str {
+    let digits = n.to_string();
+    let lead = &digits[..(digits.len() - 1) % 3 + 1];
+    if lead.starts_with('8') || lead == "11" || lead == "18" {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 /// Why a DMA's occupancy above its latency is refused, with the values of both sides, so
 /// that whoever changed one side sees which keys to change with it.
 fn occupancy_over_latency(dma: &DmaParams, dir: DmaDirection, size: u32) -> String {
@@ -1105,10 +1117,11 @@ fn occupancy_over_latency(dma: &DmaParams, dir: DmaDirection, size: u32) -> Stri
     };
     let per_byte = |millicycles: u64| millicycles as f64 / 1000.0;
     format!(
-        "a {size}-byte {name} would keep the engine busy for longer than its latency ({} > {} cycles): \
+        "{} {size}-byte {name} would keep the engine busy for longer than its latency ({} > {} cycles): \
          the occupancy (dma.occupancy_fixed_cycles = {}, dma.occupancy_cycles_per_byte = {}) may not \
          exceed the latency (dma.{fixed_key}_latency_fixed_cycles = {fixed}, dma.latency_cycles_per_byte = {}); \
          change the two together",
+        article(size),
         dma.occupancy_cycles(size),
         dma.latency_cycles(dir, size),
         dma.occupancy_fixed_cycles,

@@ -339,7 +339,7 @@ fn a_rule_between_keys_blames_the_override_that_broke_it() {
         ("machine.dpu.mram_size_bytes=1099511627776", "too slow"),
         ("data.pairs=1", "more than the 1 pairs"),
         ("queries.batch_size=1100000000", "pairs covered"),
-        ("machine.dpu.max_tasklets=1", "at most 1 (dpu.max_tasklets)"),
+        ("machine.dpu.max_tasklets=1", "at most 1 (dpu.max_tasklets of"),
     ];
     for (set, reason) in cases {
         let args = [
@@ -364,7 +364,7 @@ fn a_rule_between_keys_blames_the_override_that_broke_it() {
     let args = ["run", "--machine", MACHINE, "--workload", WORKLOAD];
     let o = pimdes(&[&args[..], &["--set", both[0], "--set", both[1]]].concat());
     let named = "--set run.tasklets=24 and --set machine.dpu.max_tasklets=16: key `run.tasklets`";
-    assert_bad(&o, &[named, "at most 16 (dpu.max_tasklets)"]);
+    assert_bad(&o, &[named, "at most 16 (dpu.max_tasklets of"]);
 }
 
 #[test]

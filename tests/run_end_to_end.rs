@@ -187,7 +187,7 @@ fn bad_run_settings_are_input_errors() {
         "workloads/tiny.toml",
     ];
     for (set, needle) in [
-        ("run.tasklets=25", "at most 24 (dpu.max_tasklets)"),
+        ("run.tasklets=25", "at most 24 (dpu.max_tasklets of"),
         ("run.tasklets=0", "`run.tasklets`"),
         ("run.evaluation=magic", "unknown policy `magic`"),
         ("run.routing=magic", "`run.routing`"),

@@ -7,7 +7,30 @@ use common::run_tiny;
 use serde_json::Value;
 
 /// Every key the warning may name, each set far from the shipped machine's value.
-const CANDIDATES: [&str; 14] = [
+const CANDIDATES: [&str; 37] = [
+    "machine.dpu.max_tasklets=32",
+    "machine.dpu.instructions.alu=97",
+    "machine.dpu.instructions.wram_access=97",
+    "machine.dpu.instructions.loop_iteration=97",
+    "machine.dpu.instructions.add_i32=97",
+    "machine.dpu.instructions.sub_i32=97",
+    "machine.dpu.instructions.mul_i32=97",
+    "machine.dpu.instructions.div_i32=97",
+    "machine.dpu.instructions.add_i64=97",
+    "machine.dpu.instructions.sub_i64=97",
+    "machine.dpu.instructions.mul_i64=97",
+    "machine.dpu.instructions.div_i64=97",
+    "machine.dpu.instructions.add_f32=97",
+    "machine.dpu.instructions.sub_f32=97",
+    "machine.dpu.instructions.mul_f32=97",
+    "machine.dpu.instructions.div_f32=97",
+    "machine.dpu.instructions.add_f64=97",
+    "machine.dpu.instructions.sub_f64=97",
+    "machine.dpu.instructions.mul_f64=97",
+    "machine.dpu.instructions.div_f64=97",
+    "machine.dpu.instructions.mutex_lock=97",
+    "machine.dpu.instructions.mutex_unlock=97",
+    "machine.dpu.instructions.barrier_wait=97",
     "machine.host.route_ns_per_query=900",
     "machine.host.merge_ns_per_result=900",
     "machine.host.pack_ns_per_byte=9",
@@ -25,7 +48,8 @@ const CANDIDATES: [&str; 14] = [
 ];
 
 /// The capacities made smaller, but still fitting the tiny runs.
-const SMALLER: [&str; 4] = [
+const SMALLER: [&str; 5] = [
+    "machine.dpu.max_tasklets=16",
     "machine.dpu.wram_size_bytes=32768",
     "machine.dpu.stack_bytes_per_tasklet=256",
     "machine.dpu.atomic_bits=8",
@@ -100,8 +124,22 @@ fn bforest_names_only_keys_that_change_nothing() {
         "machine.host.route",
         "machine.host.merge",
         "machine.host.pack",
+        "machine.dpu.instructions.alu",
+        "machine.dpu.instructions.wram_access",
+        "machine.dpu.instructions.sub_i64",
+        "machine.dpu.instructions.add_i64",
+        "machine.dpu.instructions.barrier_wait",
     ];
     check(&[], &used);
+    // The dynamic work split takes its blocks under a mutex.
+    let mutex = [
+        "machine.dpu.instructions.mutex_lock",
+        "machine.dpu.instructions.mutex_unlock",
+    ];
+    check(
+        &["run.evaluation=tasklet-dynamic"],
+        &[&used[..], &mutex].concat(),
+    );
     // Async launches poll at the machine's interval: then it is read; a run with an
     // interval of its own does not read the machine's.
     check(
@@ -136,9 +174,16 @@ fn pim_tree_names_only_keys_that_change_nothing() {
         "machine.host.hash",
         "machine.host.fill",
     ];
-    check(&["run.index=pim-tree", "queries.kind=get"], &used);
+    let barrier = "machine.dpu.instructions.barrier_wait";
+    check(
+        &["run.index=pim-tree", "queries.kind=get"],
+        &[&used[..], &[barrier]].concat(),
+    );
     let ordered = ["run.index=pim-tree", "queries.kind=predecessor"];
-    check(&ordered, &["machine.host.sort", "machine.host.scan"]);
+    check(
+        &ordered,
+        &["machine.host.sort", "machine.host.scan", barrier],
+    );
 }
 
 /// PIM-tree places its data by hash: a partitioner's tuning key set for it is named, and

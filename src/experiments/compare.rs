@@ -453,7 +453,7 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
-                "the results have different configurations (first difference: `{key}`, {} in BASE and {} in NEW); compare results of the same configuration",
+                "the results have different configurations (first difference: `{key}`, {} in BASE and {} in NEW); compare results of the same configuration (to see what a change of configuration moves, run both as points of one `pimdes sweep`: its results.csv puts them side by side)",
                 at(&a),
                 at(&b)
             ),

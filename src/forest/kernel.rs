@@ -309,6 +309,14 @@ impl Ctx<'_> {
     }
 }
 
+/// The `[dpu.instructions]` keys this kernel reads: the tree walk's (below) and the start
+/// barrier's; the dynamic work split adds the counter's mutex ([`DYNAMIC_SPLIT_KEYS`]). Its
+/// other counts (the counter's update, a query's setup) are fixed estimates in the source.
+pub const INSTRUCTION_KEYS: [&str; 5] =
+    ["alu", "wram_access", "sub_i64", "add_i64", "barrier_wait"];
+/// What the dynamic work split reads besides [`INSTRUCTION_KEYS`].
+pub const DYNAMIC_SPLIT_KEYS: [&str; 2] = ["mutex_lock", "mutex_unlock"];
+
 /// Instructions of the tree walk's inner steps on this machine: one key compared in an
 /// internal node (load it, compare, branch), and one pair scanned in a leaf (load the key,
 /// compare with both ends, load and test the value).

@@ -142,9 +142,14 @@ pub(crate) fn verify(
 /// The tasklets the run asks for must exist on the machine's DPUs.
 pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     if workload.tasklets > machine.dpu.max_tasklets {
+        // Without an override the rule is between two files: each key is named with its.
         let reason = format!(
-            "{} tasklets requested (run.tasklets); the machine's DPUs run at most {} (dpu.max_tasklets)",
-            workload.tasklets, machine.dpu.max_tasklets
+            "{} tasklets requested (run.tasklets of {}, {} when it is not set); the machine's DPUs run at most {} (dpu.max_tasklets of {})",
+            workload.tasklets,
+            workload.attribution.origin,
+            crate::workload::spec::DEFAULT_TASKLETS,
+            machine.dpu.max_tasklets,
+            machine.attribution.origin
         );
         // The overrides of either side broke the rule: each is named.
         let parts: [(&Attribution, &[&str]); 2] = [
@@ -228,6 +233,12 @@ pub trait Index {
     fn host_units(&self) -> &'static [HostUnit] {
         &HostUnit::ALL
     }
+
+    /// The `[dpu.instructions]` keys its kernels read (a `--set` of another warns so; its
+    /// other counts are fixed in its source). By default not said (warns of none).
+    fn instruction_keys(&self) -> Option<Vec<&'static str>> {
+        None
+    }
 }
 
 /// Names `run.index` accepts.
@@ -268,14 +279,16 @@ pub fn report_schemas(
     ]
 }
 
-/// [est] DPU time to stream `bytes` through the DMA engine in 2,048-byte transfers (the
-/// one-off builds' kernels).
+/// [est] DPU time to stream `bytes` through the DMA engine in transfers of 2,048 bytes, or
+/// of the machine's largest DMA when it is smaller (the one-off builds' kernels).
 pub(crate) fn streaming_time(machine: &Machine, bytes: u64) -> Time {
-    let per_block = machine.dpu.dma.occupancy_cycles(2048);
+    let block = machine.dpu.dma.max_size_bytes.min(2048);
+    let per_block = machine.dpu.dma.occupancy_cycles(block);
+    let blocks = bytes.div_ceil(u64::from(block));
     machine
         .dpu
         .clock
-        .to_time(crate::engine::Cycles(bytes.div_ceil(2048) * per_block))
+        .to_time(crate::engine::Cycles(blocks * per_block))
 }
 
 /// Whether the workload's index records tasklet timelines for a trace: of PIM-tree's kernels
@@ -344,7 +357,8 @@ pub fn check_choices(machine: &Machine, workload: &Workload) -> Result<(), Input
 
 /// Machine keys that decide only what fits, never a simulated time: the run fit, so a
 /// change of them that still fits moves nothing (docs/machine-model.md).
-const CAPACITY_KEYS: [&str; 4] = [
+const CAPACITY_KEYS: [&str; 5] = [
+    "dpu.max_tasklets",
     "dpu.wram_size_bytes",
     "dpu.stack_bytes_per_tasklet",
     "dpu.iram_instructions",
@@ -389,6 +403,17 @@ pub fn unused_machine_keys(
             "the run's own run.poll_interval_us replaces it",
         ),
         _ => {}
+    }
+    let read = index.instruction_keys();
+    for (key, _) in machine.dpu.costs.named() {
+        if let Some(read) = read.as_ref().filter(|read| !read.contains(&key)) {
+            let why = format!(
+                "{}'s kernels read only dpu.instructions {} (their other counts are fixed [est] in the source)",
+                index.name(),
+                read.join(", ")
+            );
+            note(&format!("dpu.instructions.{key}"), &why);
+        }
     }
     let capacity = "it is a capacity, not a speed; the run fit, and no simulated time depends on it (docs/machine-model.md)";
     for key in CAPACITY_KEYS {

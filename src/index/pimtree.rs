@@ -462,6 +462,10 @@ impl Index for PimTree {
         self.protocol_note.iter().cloned().collect()
     }
 
+    fn instruction_keys(&self) -> Option<Vec<&'static str>> {
+        Some(crate::pimtree::INSTRUCTION_KEYS.to_vec())
+    }
+
     fn host_units(&self) -> &'static [HostUnit] {
         use HostUnit::*;
         &[Sort, Scan, Hash, Bucket, Fill]

@@ -528,6 +528,10 @@ impl super::Index for PimTreeOrdered {
     }
 
     /// Ordered queries go to the DPUs by key range, never by hash.
+    fn instruction_keys(&self) -> Option<Vec<&'static str>> {
+        Some(crate::pimtree::INSTRUCTION_KEYS.to_vec())
+    }
+
     fn host_units(&self) -> &'static [HostUnit] {
         use HostUnit::*;
         &[Sort, Scan, Bucket, Fill]

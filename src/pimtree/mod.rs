@@ -10,6 +10,10 @@
 //! they come from; `docs/pimtree-design.md` gives the commits and line numbers.
 
 pub mod gets;
+/// The `[dpu.instructions]` keys PIM-tree's kernels (get, predecessor search) read: their
+/// barriers'. Their per-task, per-probe and per-reply counts are fixed estimated constants in
+/// [`kernel`] and [`search`], not composed from the machine's table.
+pub const INSTRUCTION_KEYS: [&str; 1] = ["barrier_wait"];
 pub mod image;
 pub mod kernel;
 pub mod nodes;

@@ -135,6 +135,10 @@ pub struct Part {
 
 pub trait EvaluationPolicy: Send + Sync {
     fn name(&self) -> &'static str;
+    /// The `[dpu.instructions]` keys its kernel reads (by default not said).
+    fn instruction_keys(&self) -> Option<Vec<&'static str>> {
+        None
+    }
     /// Writes the query buffers of DPUs `dpus` (`batches` holds every DPU's), launches the
     /// kernel on them and reads their results back.
     fn evaluate(
@@ -343,6 +347,14 @@ impl TaskletEvaluation {
 impl EvaluationPolicy for TaskletEvaluation {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn instruction_keys(&self) -> Option<Vec<&'static str>> {
+        use crate::forest::kernel::{DYNAMIC_SPLIT_KEYS, INSTRUCTION_KEYS};
+        Some(match self.split {
+            WorkSplit::Static => INSTRUCTION_KEYS.to_vec(),
+            WorkSplit::Dynamic => [&INSTRUCTION_KEYS[..], &DYNAMIC_SPLIT_KEYS].concat(),
+        })
     }
 
     fn record(

@@ -69,8 +69,11 @@ pub struct RawWorkload {
     pub run: RawRun,
 }
 
+/// `run.tasklets` when the workload does not set it.
+pub const DEFAULT_TASKLETS: u64 = 16;
+
 fn default_tasklets() -> u64 {
-    16
+    DEFAULT_TASKLETS
 }
 
 fn default_routing() -> String {

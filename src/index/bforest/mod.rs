@@ -589,6 +589,10 @@ impl Index for BForest {
     fn host_units(&self) -> &'static [HostUnit] {
         &[HostUnit::Route, HostUnit::Merge, HostUnit::Pack]
     }
+
+    fn instruction_keys(&self) -> Option<Vec<&'static str>> {
+        self.policies.evaluation.instruction_keys()
+    }
 }
 
 /// The schema of B+-Forest's keys of the run report.
