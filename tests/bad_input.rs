@@ -339,7 +339,10 @@ fn a_rule_between_keys_blames_the_override_that_broke_it() {
         ("machine.dpu.mram_size_bytes=1099511627776", "too slow"),
         ("data.pairs=1", "more than the 1 pairs"),
         ("queries.batch_size=1100000000", "pairs covered"),
-        ("machine.dpu.max_tasklets=1", "at most 1 (dpu.max_tasklets of"),
+        (
+            "machine.dpu.max_tasklets=1",
+            "at most 1 (dpu.max_tasklets of",
+        ),
     ];
     for (set, reason) in cases {
         let args = [
