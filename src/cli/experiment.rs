@@ -23,7 +23,12 @@ pub struct ExperimentArgs {
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Points run at once (threads); the results do not depend on it.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
     jobs: usize,
     /// List the experiments and their manifests.
     #[arg(long, conflicts_with_all = ["name", "out", "scale", "jobs", "quiet"])]

@@ -31,8 +31,8 @@ pub(crate) use output::write_stdout;
 #[command(
     name = "pimdes",
     version = env!("PIMDES_VERSION_LINE"),
-    about = "A discrete-event simulator of UPMEM processing-in-memory hardware, with B+-Forest, its partitioners and PIM-tree on it (without a command: the main job, about 15 s)",
-    long_about = "A discrete-event simulator of UPMEM processing-in-memory hardware, with B+-Forest, its partitioners and PIM-tree on it.\n\nWithout a command, pimdes runs its main job on embedded defaults: a scaled-down comparison of the partitioners of the B+-Forest paper (about 15 s and 1.2 GiB)."
+    about = "A discrete-event simulator of UPMEM processing-in-memory hardware, with B+-Forest, its partitioners and PIM-tree on it (without a command: the main job, about 13 s)",
+    long_about = "A discrete-event simulator of UPMEM processing-in-memory hardware, with B+-Forest, its partitioners and PIM-tree on it.\n\nWithout a command, pimdes runs its main job on embedded defaults: a scaled-down comparison of the partitioners of the B+-Forest paper (about 13 s and 1.2 GiB)."
 )]
 pub struct Cli {
     #[command(subcommand)]

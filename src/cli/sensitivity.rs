@@ -24,7 +24,7 @@ pub struct SensitivityArgs {
     /// Factors each key is multiplied by, comma-separated, 1 to 8 distinct ones from 0.001 to
     /// 1000 (integers are rounded, at least 1; memory sizes to whole 8-byte words).
     #[arg(long, value_name = "F", value_delimiter = ',', default_value = "0.5,2",
-          value_parser = factor, allow_negative_numbers = true)]
+          value_parser = factor, allow_hyphen_values = true)]
     factors: Vec<f64>,
     /// Also write the JSON study to FILE (atomically).
     #[arg(long, value_name = "FILE")]

@@ -36,7 +36,12 @@ pub struct SweepArgs {
     )]
     point: Option<usize>,
     /// Points run at once (threads); the results do not depend on it.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        allow_negative_numbers = true
+    )]
     jobs: usize,
     /// Only collect: write DIR/results.csv and DIR/results.jsonl from the points' result
     /// files, and redraw the figures the manifest declares.

@@ -142,7 +142,7 @@ pub(crate) fn verify(
 /// The tasklets the run asks for must exist on the machine's DPUs.
 pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     if workload.tasklets > machine.dpu.max_tasklets {
-        // Without an override the rule is between two files: each key is named with its.
+        // Without an override the rule is between two files: each key is named with its file.
         let reason = format!(
             "{} tasklets requested (run.tasklets of {}, {} when it is not set); the machine's DPUs run at most {} (dpu.max_tasklets of {})",
             workload.tasklets,
@@ -288,7 +288,7 @@ pub(crate) fn streaming_time(machine: &Machine, bytes: u64) -> Time {
     machine
         .dpu
         .clock
-        .to_time(crate::engine::Cycles(blocks * per_block))
+        .to_time(crate::engine::Cycles(blocks.saturating_mul(per_block)))
 }
 
 /// Whether the workload's index records tasklet timelines for a trace: of PIM-tree's kernels
@@ -371,8 +371,8 @@ pub const NOT_READ: &str = " changes nothing in this run: ";
 
 /// Notes on the machine keys a `--set` changed that this run does not read, so that a
 /// what-if that moves nothing says why: another index's host costs, the broadcast rate
-/// (no index broadcasts), the poll interval of a run that does not poll with it, and the
-/// capacities.
+/// (no index broadcasts), the poll interval of a run that does not poll with it, the
+/// instruction costs its kernels do not read, and the capacities.
 pub fn unused_machine_keys(
     index: &dyn Index,
     machine: &Machine,

@@ -527,11 +527,11 @@ impl super::Index for PimTreeOrdered {
         self.protocol_note.iter().cloned().collect()
     }
 
-    /// Ordered queries go to the DPUs by key range, never by hash.
     fn instruction_keys(&self) -> Option<Vec<&'static str>> {
         Some(crate::pimtree::INSTRUCTION_KEYS.to_vec())
     }
 
+    /// Ordered queries go to the DPUs by key range, never by hash.
     fn host_units(&self) -> &'static [HostUnit] {
         use HostUnit::*;
         &[Sort, Scan, Bucket, Fill]

@@ -10,10 +10,6 @@
 //! they come from; `docs/pimtree-design.md` gives the commits and line numbers.
 
 pub mod gets;
-/// The `[dpu.instructions]` keys PIM-tree's kernels (get, predecessor search) read: their
-/// barriers'. Their per-task, per-probe and per-reply counts are fixed estimated constants in
-/// [`kernel`] and [`search`], not composed from the machine's table.
-pub const INSTRUCTION_KEYS: [&str; 1] = ["barrier_wait"];
 pub mod image;
 pub mod kernel;
 pub mod nodes;
@@ -21,6 +17,11 @@ pub mod ordered;
 pub mod round;
 pub mod search;
 pub mod skiplist;
+
+/// The `[dpu.instructions]` keys PIM-tree's kernels (get, predecessor search) read: their
+/// barriers'. Their per-task, per-probe and per-reply counts are fixed estimated constants in
+/// [`kernel`] and [`search`], not composed from the machine's table.
+pub const INSTRUCTION_KEYS: [&str; 1] = ["barrier_wait"];
 
 /// Slots of a DPU's hash table (PT:`common/common.h`, `LX_HASHTABLE_SIZE` = (4 << 20) >> 3).
 pub const HASH_SLOTS: u64 = 1 << 19;
