@@ -866,10 +866,7 @@ fn ramp(workload: &Workload, timeline: &Timeline, served_per_s: f64) -> Option<S
             per_second(served_per_s),
             (1.0 - served_per_s / rate) * 100.0,
             per_second(rate),
-            match first {
-                1 => "1 query".to_owned(),
-                n => format!("{n} queries"),
-            }
+            crate::config::counted(first, "query")
         )
     })
 }
