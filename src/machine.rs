@@ -425,6 +425,33 @@ impl Op {
     }
 }
 
+/// A basic block's instructions as a count of each operation it performs. Its instructions
+/// on a machine come from that machine's `[dpu.instructions]` table, so a change of one
+/// operation's cost reaches every block that performs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpMix(pub &'static [(Op, u64)]);
+
+impl OpMix {
+    /// Instructions of the block under `costs`.
+    pub fn instructions(self, costs: &InstructionCosts) -> u64 {
+        self.0.iter().map(|&(op, n)| n * op.cost(costs)).sum()
+    }
+
+    /// The `[dpu.instructions]` keys some block of `mixes` reads, in the table's order.
+    pub fn keys(mixes: &[OpMix]) -> Vec<&'static str> {
+        let used = |op: &Op| {
+            mixes
+                .iter()
+                .any(|m| m.0.iter().any(|&(o, n)| o == *op && n > 0))
+        };
+        Op::ALL
+            .iter()
+            .filter(|op| used(op))
+            .map(|op| op.key())
+            .collect()
+    }
+}
+
 /// One DPU, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DpuParams {

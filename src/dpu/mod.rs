@@ -58,7 +58,7 @@ pub use tasklet::{ComputeThenDma, Tasklet, Wait};
 use self::core::{Core, Observer, Recorder};
 use crate::engine::{Cycles, Time};
 use crate::machine::DpuParams;
-pub use crate::machine::Op;
+pub use crate::machine::{Op, OpMix};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;

@@ -8,7 +8,7 @@
 use super::Op;
 use super::core::{Core, Dma, Request};
 use super::error::KernelError;
-use crate::machine::DmaDirection;
+use crate::machine::{DmaDirection, OpMix};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -139,6 +139,11 @@ impl Tasklet {
     /// Instructions of one `op` on this machine (to sum a basic block's cost).
     pub fn cost(&self, op: Op) -> u64 {
         op.cost(&self.core.borrow().params.costs)
+    }
+
+    /// Instructions of the basic block `mix` on this machine.
+    pub fn instructions(&self, mix: OpMix) -> u64 {
+        mix.instructions(&self.core.borrow().params.costs)
     }
 
     /// `mram_read(from, to, size)`: copies `size_bytes` from MRAM to WRAM; blocks this

@@ -15,10 +15,11 @@
 //! (by count) of the cold queries, then of the hot ones, as the paper's kernel does;
 //! `dynamic` has tasklets take blocks from a mutex-protected counter.
 //!
-//! Instruction counts of the code's basic blocks are estimates \[est\] of the compiled DPU C
-//! code; each constant below says what it stands for.
+//! The code's basic blocks are estimates \[est\] of the compiled DPU C code, written as the
+//! operations each performs ([`OpMix`]) and priced by the machine's `[dpu.instructions]`
+//! table; each constant below says what it stands for.
 
-use crate::dpu::{Kernel, KernelError, Op, Tasklet};
+use crate::dpu::{Kernel, KernelError, Op, OpMix, Tasklet};
 use crate::forest::batch::{HEADER_BYTES, decode_query, query_record_bytes, result_record_bytes};
 use crate::forest::layout::NODE_BYTES;
 use crate::forest::tree::{Internal, Leaf, Link, NO_LINK, internal_read_bytes, leaf_read_bytes};
@@ -31,12 +32,28 @@ const COUNTER_MUTEX: u32 = 0;
 /// Barrier after tasklet 0 has read the header and roots.
 const START_BARRIER: u32 = 0;
 
-/// [est] Instructions per query outside the tree walk: loop control, loading the record's
-/// words from the WRAM block, storing the result.
-const PER_QUERY_INSTRUCTIONS: u64 = 16;
-/// [est] Instructions per node visited besides its key comparisons: decode the link
-/// (shift, mask), compute the node address and DMA size, set up the call.
-const PER_NODE_INSTRUCTIONS: u64 = 8;
+/// [est] Per query outside the tree walk: one loop iteration, loading the record's words
+/// from the WRAM block and storing the result (five accesses at most), the dispatch on the
+/// query's kind and the call (8 instructions). 16 instructions at the shipped costs.
+const PER_QUERY: OpMix = OpMix(&[(Op::LoopIteration, 1), (Op::WramAccess, 5), (Op::Alu, 8)]);
+/// [est] Per node visited besides its key comparisons: decode the link (shift, mask),
+/// compute the node's address and DMA size, set up the call; 32-bit operations (MRAM
+/// addresses fit in 32 bits). 8 instructions at the shipped costs.
+const PER_NODE: OpMix = OpMix(&[(Op::Alu, 8)]);
+/// [est] One key compared in an internal node: load it, compare (a 64-bit subtract),
+/// branch. 4 instructions at the shipped costs.
+const PER_KEY: OpMix = OpMix(&[(Op::WramAccess, 1), (Op::SubI64, 1), (Op::Alu, 1)]);
+/// [est] One pair scanned in a leaf: load the key, compare it with both ends, load the
+/// value and test or add it. 10 instructions at the shipped costs.
+const PER_PAIR: OpMix = OpMix(&[
+    (Op::WramAccess, 2),
+    (Op::SubI64, 2),
+    (Op::Alu, 2),
+    (Op::AddI64, 1),
+]);
+/// [est] The dynamic split's counter update: load, add, store (the count fits in 32 bits).
+/// 3 instructions at the shipped costs.
+const COUNTER_UPDATE: OpMix = OpMix(&[(Op::WramAccess, 2), (Op::AddI32, 1)]);
 
 /// Where one tree lives in a DPU's MRAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +170,7 @@ impl Kernel for ForestKernel {
             rec,
             res,
             n_cold,
+            costs: Costs::of(t),
         };
         match self.split {
             WorkSplit::Static => {
@@ -169,8 +187,7 @@ impl Kernel for ForestKernel {
                 t.mutex_lock(COUNTER_MUTEX).await?;
                 let next = t.wram_read_u64(shared.counter)?;
                 t.wram_write_u64(shared.counter, next + BLOCK_QUERIES as u64)?;
-                // [est] load, add, store of the counter.
-                t.compute(3).await?;
+                t.compute(ctx.costs.counter).await?;
                 t.mutex_unlock(COUNTER_MUTEX).await?;
                 let total = n_cold + n_hot;
                 if next >= total {
@@ -205,6 +222,28 @@ struct Ctx<'a> {
     rec: u32,
     res: u32,
     n_cold: u64,
+    costs: Costs,
+}
+
+/// Instructions of the kernel's blocks on this machine, priced once per tasklet.
+struct Costs {
+    query: u64,
+    node: u64,
+    key: u64,
+    pair: u64,
+    counter: u64,
+}
+
+impl Costs {
+    fn of(t: &Tasklet) -> Costs {
+        Costs {
+            query: t.instructions(PER_QUERY),
+            node: t.instructions(PER_NODE),
+            key: t.instructions(PER_KEY),
+            pair: t.instructions(PER_PAIR),
+            counter: t.instructions(COUNTER_UPDATE),
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -226,7 +265,7 @@ impl Ctx<'_> {
                 if self.res == 16 {
                     t.wram_write_u64(r_addr + 8, answer.1)?;
                 }
-                t.compute(PER_QUERY_INSTRUCTIONS).await?;
+                t.compute(self.costs.query).await?;
             }
             let r_addr = self.args.result_base + at * self.res as u64;
             t.mram_write(self.own.results, r_addr, n * self.res).await?;
@@ -251,7 +290,6 @@ impl Ctx<'_> {
         let query = decode_query(kind, q);
         let lo = query.lo;
         let (tree, root_wram) = self.tree(t, hot)?;
-        let (per_key, per_pair) = walk_costs(t);
         // Descend: the root from WRAM, each lower level with one MRAM read.
         let mut link = tree.root;
         let mut node_wram = root_wram;
@@ -266,7 +304,7 @@ impl Ctx<'_> {
             let addr = tree.base + link.offset_bytes();
             // The child's address is known: let the host fetch it during the compute.
             t.prefetch_mram(addr, size);
-            let compare = PER_NODE_INSTRUCTIONS + per_key * compared as u64;
+            let compare = self.costs.node + self.costs.key * compared as u64;
             t.compute_then_mram_read(compare, addr, node_wram, size)
                 .await?;
         }
@@ -282,7 +320,7 @@ impl Ctx<'_> {
             } = t.with_wram(node_wram, size, |b| {
                 scan_leaf(&Leaf::new(b), kind, &query, &mut acc)
             })?;
-            let scan = PER_NODE_INSTRUCTIONS + per_pair * examined;
+            let scan = self.costs.node + self.costs.pair * examined;
             debug_assert!(found.is_none() || done, "a get that found its key is done");
             if done || next == NO_LINK {
                 t.compute(scan).await?;
@@ -309,24 +347,16 @@ impl Ctx<'_> {
     }
 }
 
-/// The `[dpu.instructions]` keys this kernel reads: the tree walk's (below) and the start
-/// barrier's; the dynamic work split adds the counter's mutex ([`DYNAMIC_SPLIT_KEYS`]). Its
-/// other counts (the counter's update, a query's setup) are fixed estimates in the source.
-pub const INSTRUCTION_KEYS: [&str; 5] =
-    ["alu", "wram_access", "sub_i64", "add_i64", "barrier_wait"];
-/// What the dynamic work split reads besides [`INSTRUCTION_KEYS`].
-pub const DYNAMIC_SPLIT_KEYS: [&str; 2] = ["mutex_lock", "mutex_unlock"];
-
-/// Instructions of the tree walk's inner steps on this machine: one key compared in an
-/// internal node (load it, compare, branch), and one pair scanned in a leaf (load the key,
-/// compare with both ends, load and test the value).
-fn walk_costs(t: &Tasklet) -> (u64, u64) {
-    let per_key = t.cost(Op::WramAccess) + t.cost(Op::SubI64) + t.cost(Op::Alu);
-    let per_pair = 2 * t.cost(Op::WramAccess)
-        + 2 * t.cost(Op::SubI64)
-        + 2 * t.cost(Op::Alu)
-        + t.cost(Op::AddI64);
-    (per_key, per_pair)
+/// The `[dpu.instructions]` keys this kernel reads under `split`: its blocks' operations,
+/// the start barrier's and, under the dynamic split, the counter's update and mutex.
+pub fn instruction_keys(split: WorkSplit) -> Vec<&'static str> {
+    let mut mixes = vec![PER_QUERY, PER_NODE, PER_KEY, PER_PAIR];
+    let mut sync = vec!["barrier_wait"];
+    if split == WorkSplit::Dynamic {
+        mixes.push(COUNTER_UPDATE);
+        sync.extend(["mutex_lock", "mutex_unlock"]);
+    }
+    [OpMix::keys(&mixes), sync].concat()
 }
 
 /// Bytes one DMA reads of the node `link` points to: its used part.
@@ -395,5 +425,46 @@ fn scan_leaf(leaf: &Leaf, kind: QueryKind, query: &Query, acc: &mut RangeAcc) ->
         done,
         examined,
         found,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Machine;
+
+    /// The instructions each block stood for as one fixed count (or, for the walk's steps,
+    /// as a sum of `t.cost` terms) before the blocks were written as operations: at the
+    /// shipped costs, no B+-Forest result moved.
+    #[test]
+    fn blocks_cost_their_former_counts_at_the_shipped_costs() {
+        let text = include_str!("../../machines/paper-1012.toml");
+        let costs = Machine::from_toml_str("m.toml", text, &[])
+            .unwrap()
+            .dpu
+            .costs;
+        let blocks = [PER_QUERY, PER_NODE, PER_KEY, PER_PAIR, COUNTER_UPDATE];
+        let got: Vec<u64> = blocks.iter().map(|b| b.instructions(&costs)).collect();
+        assert_eq!(got, [16, 8, 4, 10, 3]);
+    }
+
+    #[test]
+    fn the_dynamic_split_adds_the_counters_keys() {
+        let keys = ["alu", "wram_access", "loop_iteration", "add_i64", "sub_i64"];
+        let stat = [&keys[..], &["barrier_wait"]].concat();
+        assert_eq!(instruction_keys(WorkSplit::Static), stat);
+        let dynamic = [
+            "alu",
+            "wram_access",
+            "loop_iteration",
+            "add_i32",
+            "add_i64",
+            "sub_i64",
+        ];
+        let sync = ["barrier_wait", "mutex_lock", "mutex_unlock"];
+        assert_eq!(
+            instruction_keys(WorkSplit::Dynamic),
+            [&dynamic[..], &sync].concat()
+        );
     }
 }

@@ -463,7 +463,7 @@ impl Index for PimTree {
     }
 
     fn instruction_keys(&self) -> Option<Vec<&'static str>> {
-        Some(crate::pimtree::INSTRUCTION_KEYS.to_vec())
+        Some(crate::pimtree::costs::instruction_keys())
     }
 
     fn host_units(&self) -> &'static [HostUnit] {

@@ -528,7 +528,7 @@ impl super::Index for PimTreeOrdered {
     }
 
     fn instruction_keys(&self) -> Option<Vec<&'static str>> {
-        Some(crate::pimtree::INSTRUCTION_KEYS.to_vec())
+        Some(crate::pimtree::costs::instruction_keys())
     }
 
     /// Ordered queries go to the DPUs by key range, never by hash.

@@ -13,9 +13,9 @@
 //! at), reads key and value on a hit, and writes the reply; after a second barrier
 //! tasklet 0 writes the reply headers and saves the globals.
 //!
-//! Instruction counts are estimates \[est\] of the compiled C; each constant says what it
-//! stands for.
+//! Its basic blocks' instructions are priced in [`super::costs`].
 
+use super::costs::Costs;
 use super::image::{Layout, SAVED_GLOBALS_BYTES};
 use super::{
     BLOCK_HEADER_BYTES, BLOCK_OFFSETS_BYTES, BUFFER_HEADER_BYTES, GET_REPLY_BYTES, GET_TASK_BYTES,
@@ -34,18 +34,6 @@ pub(super) const SEQREAD_PAGE_BYTES: u64 = 256;
 pub(super) const SEQREAD_FETCH_BYTES: u32 = 512;
 const START_BARRIER: u32 = 0;
 const END_BARRIER: u32 = 1;
-
-/// [est] Per task outside the probes: `seqread_get` (cursor add, page test), loading the
-/// key, the slot computation (mask, shift, add), the call into `ht_search`.
-const PER_TASK_INSTRUCTIONS: u64 = 24;
-/// [est] Per probe: load the slot's pointer, test for empty, compare the node's key, step
-/// to the next slot with wrap-around.
-const PER_PROBE_INSTRUCTIONS: u64 = 10;
-/// [est] Per reply: build it in WRAM, compute its MRAM address (`push_fixed_reply`), loop.
-const PER_REPLY_INSTRUCTIONS: u64 = 12;
-/// [est] Tasklet 0's set-up and wrap-up: restoring and saving about thirty globals, parsing
-/// and writing the headers.
-pub(super) const LAUNCH_INSTRUCTIONS: u64 = 200;
 
 /// The get kernel; the same on every DPU (the task count is read from MRAM).
 pub struct GetKernel {
@@ -81,6 +69,7 @@ impl Kernel for GetKernel {
     async fn tasklet(&self, t: &Tasklet) -> Result<(), KernelError> {
         let l = &self.layout;
         let headers = t.globals() + SAVED_GLOBALS_BYTES as u32;
+        let costs = Costs::of(t);
         if t.id() == 0 {
             t.mram_read(
                 l.saved_globals.base,
@@ -90,7 +79,7 @@ impl Kernel for GetKernel {
             .await?;
             t.mram_read(l.tasks_base, headers, HEADERS_BYTES as u32)
                 .await?;
-            t.compute(LAUNCH_INSTRUCTIONS / 2).await?;
+            t.compute(costs.launch_half).await?;
         }
         t.barrier_wait(START_BARRIER).await?;
         let count = t.wram_read_u64(headers + 40)?;
@@ -100,6 +89,7 @@ impl Kernel for GetKernel {
             page: t.mem_alloc(SEQREAD_FETCH_BYTES)?,
             word: t.mem_alloc(8)?,
             reply: t.mem_alloc(GET_REPLY_BYTES as u32)?,
+            costs,
         };
         let mut page_at = None;
         for i in from..to {
@@ -110,11 +100,11 @@ impl Kernel for GetKernel {
                 page_at = Some(page);
             }
             let key = t.wram_read_u64(bufs.page + (task_addr - page) as u32)?;
-            t.compute(PER_TASK_INSTRUCTIONS).await?;
+            t.compute(costs.task).await?;
             let value = self.probe(t, &bufs, key).await?;
             let (k, v) = value.map_or((ABSENT, ABSENT), |v| (key, v));
             t.wram_write_u64s(bufs.reply, &[k, v])?;
-            t.compute(PER_REPLY_INSTRUCTIONS).await?;
+            t.compute(costs.reply).await?;
             let reply_addr = l.replies_base + HEADERS_BYTES + i * GET_REPLY_BYTES;
             t.mram_write(bufs.reply, reply_addr, GET_REPLY_BYTES as u32)
                 .await?;
@@ -124,7 +114,7 @@ impl Kernel for GetKernel {
             let bytes = super::get_reply_buffer_bytes(count);
             let words = [0, 1, bytes, 0, 0, count, count * GET_REPLY_BYTES];
             t.wram_write_u64s(headers, &words)?;
-            t.compute(LAUNCH_INSTRUCTIONS / 2).await?;
+            t.compute(costs.launch_half).await?;
             t.mram_write(headers, l.replies_base, HEADERS_BYTES as u32)
                 .await?;
             t.mram_write(
@@ -138,11 +128,12 @@ impl Kernel for GetKernel {
     }
 }
 
-/// One tasklet's WRAM buffers.
+/// One tasklet's WRAM buffers, and its blocks' instructions.
 struct Buffers {
     page: u32,
     word: u32,
     reply: u32,
+    costs: Costs,
 }
 
 impl GetKernel {
@@ -154,11 +145,11 @@ impl GetKernel {
             t.mram_read(l.hash_table.base + slot * 8, b.word, 8).await?;
             let node = t.wram_read_u64(b.word)? >> 32;
             if node == 0 {
-                t.compute(PER_PROBE_INSTRUCTIONS).await?;
+                t.compute(b.costs.probe).await?;
                 return Ok(None);
             }
             // The compute and the read of the node it found, in one request.
-            t.compute_then_mram_read(PER_PROBE_INSTRUCTIONS, node, b.word, 8)
+            t.compute_then_mram_read(b.costs.probe, node, b.word, 8)
                 .await?;
             if t.wram_read_u64(b.word)? == key {
                 // p_get_key and p_get_value read the node's words separately.

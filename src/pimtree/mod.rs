@@ -9,6 +9,7 @@
 //! Constants cite the file of cmuparlay/PIM-tree (`PT:`) or cmuparlay/pim_base (`PB:`)
 //! they come from; `docs/pimtree-design.md` gives the commits and line numbers.
 
+pub mod costs;
 pub mod gets;
 pub mod image;
 pub mod kernel;
@@ -17,11 +18,6 @@ pub mod ordered;
 pub mod round;
 pub mod search;
 pub mod skiplist;
-
-/// The `[dpu.instructions]` keys PIM-tree's kernels (get, predecessor search) read: their
-/// barriers'. Their per-task, per-probe and per-reply counts are fixed estimated constants in
-/// [`kernel`] and [`search`], not composed from the machine's table.
-pub const INSTRUCTION_KEYS: [&str; 1] = ["barrier_wait"];
 
 /// Slots of a DPU's hash table (PT:`common/common.h`, `LX_HASHTABLE_SIZE` = (4 << 20) >> 3).
 pub const HASH_SLOTS: u64 = 1 << 19;

@@ -9,12 +9,13 @@
 //! The answer is the last entry at or below the key, or the node's first entry when every
 //! entry is above (the sentinel's node). PIM-tree's `b_search` (PT:`dpu/bnode.h`) differs:
 //! it reads every block of all three chains each node has, with no early stop, once for
-//! all the keys of a task (docs/pim-tree.md, "Simplified"). Instruction counts
-//! are estimates \[est\] of the compiled C; each constant says what it stands for.
+//! all the keys of a task (docs/pim-tree.md, "Simplified"). Its basic blocks'
+//! instructions are priced in [`super::costs`].
 
+use super::costs::Costs;
 use super::image::{Layout, SAVED_GLOBALS_BYTES};
-// The sequential reader's pages and tasklet 0's set-up and wrap-up are the get kernel's.
-use super::kernel::{LAUNCH_INSTRUCTIONS, SEQREAD_FETCH_BYTES, SEQREAD_PAGE_BYTES};
+// The sequential reader's pages are the get kernel's.
+use super::kernel::{SEQREAD_FETCH_BYTES, SEQREAD_PAGE_BYTES};
 use super::nodes::{BLOCK_WORDS, HEADER_WORDS, TOP_FANOUT, TOP_NODE_WORDS};
 use super::round::{MAX_BLOCKS, TaskType, header_words, share, tasklet_reply_bytes};
 use super::skiplist::{BLOCK_ENTRIES, pptr_addr};
@@ -25,23 +26,12 @@ const OUT_WORDS: usize = 32;
 const START_BARRIER: u32 = 0;
 const BLOCK_BARRIER: u32 = 1;
 
-/// [est] Per task: the reader's cursor and page test, loading the task, the dispatch.
-const PER_TASK_INSTRUCTIONS: u64 = 24;
-/// [est] Per data block walked: loading the next pointers, the loop test.
-const PER_BLOCK_INSTRUCTIONS: u64 = 12;
-/// [est] Per entry compared or copied: load, compare, branch, step.
-const PER_ENTRY_INSTRUCTIONS: u64 = 4;
-/// [est] Per node of the top searched: loading its size and child, the level loop.
-const PER_TOP_NODE_INSTRUCTIONS: u64 = 12;
-/// [est] Per reply: its address, the count word, the loop.
-const PER_REPLY_INSTRUCTIONS: u64 = 12;
-
 /// The kernel; the same on every DPU (the round is read from MRAM).
 pub struct SearchKernel {
     pub layout: Layout,
 }
 
-/// One tasklet's WRAM buffers.
+/// One tasklet's WRAM buffers, and its blocks' instructions.
 struct Bufs {
     page: u32,
     header: u32,
@@ -50,6 +40,7 @@ struct Bufs {
     ptrs: u32,
     copies: u32,
     out: u32,
+    costs: Costs,
 }
 
 /// A searched node: its level and the entry found (pointer, shadow copy).
@@ -73,6 +64,7 @@ impl Kernel for SearchKernel {
         let l = &self.layout;
         let header = t.globals() + SAVED_GLOBALS_BYTES as u32;
         let header_bytes = 8 * header_words(MAX_BLOCKS) as u32;
+        let costs = Costs::of(t);
         if t.id() == 0 {
             t.mram_read(
                 l.saved_globals.base,
@@ -81,7 +73,7 @@ impl Kernel for SearchKernel {
             )
             .await?;
             t.mram_read(l.tasks_base, header, header_bytes).await?;
-            t.compute(LAUNCH_INSTRUCTIONS / 2).await?;
+            t.compute(costs.launch_half).await?;
         }
         t.barrier_wait(START_BARRIER).await?;
         let b = Bufs {
@@ -91,6 +83,7 @@ impl Kernel for SearchKernel {
             ptrs: t.mem_alloc(8 * BLOCK_WORDS as u32)?,
             copies: t.mem_alloc(8 * BLOCK_WORDS as u32)?,
             out: t.mem_alloc(8 * OUT_WORDS as u32)?,
+            costs,
         };
         let part = tasklet_reply_bytes(l, t.tasklets());
         let mut out_at = l.reply_buffers.base + t.id() as u64 * part;
@@ -116,14 +109,14 @@ impl Kernel for SearchKernel {
                 for w in start..end {
                     task.push(self.word(t, &b, &mut page_at, w).await?);
                 }
-                t.compute(PER_TASK_INSTRUCTIONS).await?;
+                t.compute(costs.task).await?;
                 let reply = self.run(t, &b, kind, &task).await?;
                 out_at = self.write_reply(t, &b, out_at, kind, &reply).await?;
             }
             t.barrier_wait(BLOCK_BARRIER).await?;
         }
         if t.id() == 0 {
-            t.compute(LAUNCH_INSTRUCTIONS / 2).await?;
+            t.compute(costs.launch_half).await?;
             t.mram_write(
                 t.globals(),
                 l.saved_globals.base,
@@ -168,7 +161,7 @@ impl SearchKernel {
             words.push(reply.len() as u64);
         }
         words.extend_from_slice(reply);
-        t.compute(PER_REPLY_INSTRUCTIONS + PER_ENTRY_INSTRUCTIONS * reply.len() as u64)
+        t.compute(b.costs.reply + b.costs.entry * reply.len() as u64)
             .await?;
         for piece in words.chunks(OUT_WORDS) {
             t.wram_write_u64s(b.out, piece)?;
@@ -237,7 +230,7 @@ impl SearchKernel {
                 t.mram_read(addr, buf, bytes).await?;
             }
         }
-        t.compute(PER_BLOCK_INSTRUCTIONS).await
+        t.compute(b.costs.block).await
     }
 
     /// The last entry of the node at `addr` at or below `key` (its first when none is).
@@ -272,7 +265,7 @@ impl SearchKernel {
                     break;
                 }
             }
-            t.compute(PER_ENTRY_INSTRUCTIONS * n).await?;
+            t.compute(b.costs.entry * n).await?;
             seen += n;
             if stop {
                 break;
@@ -314,7 +307,7 @@ impl SearchKernel {
                 }
                 ptrs.push(t.wram_read_u64(b.ptrs + 8 + 8 * j)?);
             }
-            t.compute(PER_ENTRY_INSTRUCTIONS * n).await?;
+            t.compute(b.costs.entry * n).await?;
             seen += n;
             kc = if with_keys {
                 t.wram_read_u64(b.keys)?
@@ -344,7 +337,7 @@ impl SearchKernel {
         'walk: while seen < len {
             self.blocks(t, b, [kc, pc, 0]).await?;
             let n = (len - seen).min(BLOCK_ENTRIES);
-            t.compute(PER_ENTRY_INSTRUCTIONS * n).await?;
+            t.compute(b.costs.entry * n).await?;
             for j in 0..n as u32 {
                 let k = t.wram_read_u64(b.keys + 8 + 8 * j)?;
                 if k > hi {
@@ -381,7 +374,7 @@ impl SearchKernel {
                 }
                 pos = j;
             }
-            t.compute(PER_TOP_NODE_INSTRUCTIONS + PER_ENTRY_INSTRUCTIONS * (pos as u64 + 1))
+            t.compute(b.costs.top_node + b.costs.entry * (pos as u64 + 1))
                 .await?;
             let child = t.wram_read_u64(b.keys + 32 + 8 * (TOP_FANOUT as u32 + pos))?;
             if height == 0 {
@@ -405,8 +398,7 @@ impl SearchKernel {
         loop {
             let right = t.wram_read_u64(b.keys + 8)?;
             let size = t.wram_read_u64(b.keys + 24)?;
-            t.compute(PER_TOP_NODE_INSTRUCTIONS + PER_ENTRY_INSTRUCTIONS * size)
-                .await?;
+            t.compute(b.costs.top_node + b.costs.entry * size).await?;
             for j in 0..size as u32 {
                 let k = t.wram_read_u64(b.keys + 32 + 8 * j)?;
                 if k > hi {

@@ -350,11 +350,7 @@ impl EvaluationPolicy for TaskletEvaluation {
     }
 
     fn instruction_keys(&self) -> Option<Vec<&'static str>> {
-        use crate::forest::kernel::{DYNAMIC_SPLIT_KEYS, INSTRUCTION_KEYS};
-        Some(match self.split {
-            WorkSplit::Static => INSTRUCTION_KEYS.to_vec(),
-            WorkSplit::Dynamic => [&INSTRUCTION_KEYS[..], &DYNAMIC_SPLIT_KEYS].concat(),
-        })
+        Some(crate::forest::kernel::instruction_keys(self.split))
     }
 
     fn record(
