@@ -469,6 +469,17 @@ pub struct DpuParams {
     pub dma: DmaParams,
 }
 
+impl DpuParams {
+    /// The fewest cycles in which `tasklets` tasklets can issue `instructions`: the
+    /// pipeline at its rate with that many ready, `min(tasklets / interval, slots)`
+    /// instructions per cycle (`dpu.pipeline`; the rate the core's fluid share gives them).
+    pub fn pipeline_floor_cycles(&self, instructions: u64, tasklets: u32) -> f64 {
+        let interval = self.tasklet_issue_interval_cycles as f64;
+        let rate = (tasklets as f64 / interval).min(self.issue_slots_per_cycle as f64);
+        instructions as f64 / rate
+    }
+}
+
 /// Direction of an MRAM <-> WRAM transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -600,6 +611,8 @@ impl Machine {
         table: toml::Table,
         overrides: &[Override],
     ) -> Result<Machine, InputError> {
+        let workload = ("workload", &["data", "queries", "batches"][..]);
+        crate::config::check_kind(&origin, &table, "machine", &["dpu", "ranks"], workload)?;
         let source = Source::new(origin, table, overrides, Some("machine"), &[])?;
         let raw: RawMachine = source.deserialize_bounded()?;
         Self::validate(raw, &source)

@@ -341,7 +341,7 @@ fn a_rule_between_keys_blames_the_override_that_broke_it() {
         ("queries.batch_size=1100000000", "pairs covered"),
         (
             "machine.dpu.max_tasklets=1",
-            "at most 1 (dpu.max_tasklets of",
+            "at most 1 (--set machine.dpu.max_tasklets=1)",
         ),
     ];
     for (set, reason) in cases {
@@ -367,7 +367,26 @@ fn a_rule_between_keys_blames_the_override_that_broke_it() {
     let args = ["run", "--machine", MACHINE, "--workload", WORKLOAD];
     let o = pimdes(&[&args[..], &["--set", both[0], "--set", both[1]]].concat());
     let named = "--set run.tasklets=24 and --set machine.dpu.max_tasklets=16: key `run.tasklets`";
-    assert_bad(&o, &[named, "at most 16 (dpu.max_tasklets of"]);
+    let sides = "24 tasklets requested (--set run.tasklets=24); the machine's DPUs run at most 16 (--set machine.dpu.max_tasklets=16)";
+    assert_bad(&o, &[named, sides]);
+    // Neither side overridden: the rule is between the two files, each named.
+    let text = std::fs::read_to_string(WORKLOAD).unwrap();
+    let bad = format!("{text}\n[run]\ntasklets = 25\n");
+    let path = std::env::temp_dir().join(format!("pimdes-tasklets-{}.toml", std::process::id()));
+    std::fs::write(&path, bad).unwrap();
+    let o = pimdes(&[
+        "run",
+        "--machine",
+        MACHINE,
+        "--workload",
+        path.to_str().unwrap(),
+    ]);
+    let files = format!(
+        "25 tasklets requested (run.tasklets of {}, 16 when it is not set); the machine's DPUs run at most 24 (dpu.max_tasklets of {MACHINE})",
+        path.display()
+    );
+    assert_bad(&o, &[&files]);
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]
@@ -541,4 +560,49 @@ fn a_poll_interval_below_a_picosecond_is_refused_not_rounded() {
         &o,
         &["key `run.poll_interval_us`", reason, "steps of 0.000001 us"],
     );
+}
+
+/// A workload given as `--machine` and a machine as `--workload` are named as such, not as
+/// a file with an unknown section.
+#[test]
+fn swapped_files_are_named_as_swapped() {
+    let o = pimdes(&["run", "--machine", WORKLOAD, "--workload", MACHINE]);
+    assert_bad(
+        &o,
+        &[
+            "error: workloads/tiny.toml: this is a workload file (it has [data] and [queries] and [batches]), not a machine file: were --machine and --workload swapped?",
+        ],
+    );
+    let o = pimdes(&["run", "--machine", MACHINE, "--workload", MACHINE]);
+    assert_bad(
+        &o,
+        &[
+            "error: machines/paper-1012.toml: this is a machine file (it has [dpu] and [dma] and [transfer]), not a workload file",
+        ],
+    );
+}
+
+/// A key set in the wrong section (or at the top) is named where it lives.
+#[test]
+fn a_key_in_the_wrong_section_names_where_it_lives() {
+    let args = ["run", "--machine", MACHINE, "--workload", WORKLOAD];
+    for (set, hint) in [
+        ("tasklets=4", "did you mean `run.tasklets`?"),
+        (
+            "queries.chunk_pairs=4",
+            "did you mean `partition.chunk_pairs`?",
+        ),
+        ("machine.max_tasklets=4", "did you mean `dpu.max_tasklets`?"),
+        (
+            "machine.dpu.latency_cycles_per_byte=1",
+            "did you mean `dma.latency_cycles_per_byte`?",
+        ),
+    ] {
+        let o = pimdes(&[&args[..], &["--set", set]].concat());
+        assert_bad(&o, &[&format!("--set {set}"), "unknown field", hint]);
+    }
+    // A key no section has gets no guess.
+    let o = pimdes(&[&args[..], &["--set", "run.clock_mhz=4"]].concat());
+    assert_bad(&o, &["unknown field `clock_mhz`"]);
+    assert!(!o.stderr.contains("did you mean"), "{}", o.stderr);
 }

@@ -247,7 +247,7 @@ fn each_record_names_the_term_that_set_its_time() {
 
 #[test]
 fn bad_sweep_settings_name_their_key() {
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 18] = [
         // More DPUs than the machine has: said as such, not as an MRAM shortfall.
         (
             &[
@@ -263,7 +263,7 @@ fn bad_sweep_settings_name_their_key() {
         ),
         (
             &["transfer", "--set", "microbench.transfer.sizes_bytes=[0]"],
-            "0 is not an integer from 8 to 67108864",
+            "0 is out of range: each must be from 8 to 67108864",
         ),
         (
             &[
@@ -283,7 +283,11 @@ fn bad_sweep_settings_name_their_key() {
         ),
         (
             &["transfer", "--set", "microbench.transfer.ranks=[41]"],
-            "41 is not an integer from 1 to 40",
+            "41 is out of range: each must be from 1 to 40",
+        ),
+        (
+            &["transfer", "--set", "microbench.transfer.ranks=[1.5]"],
+            "1.5 is not an integer",
         ),
         (
             &["transfer", "--set", "microbench.transfer.ranks=4"],
@@ -307,7 +311,7 @@ fn bad_sweep_settings_name_their_key() {
         ),
         (
             &["prim-va", "--set", "microbench.prim.dpus=[3000]"],
-            "3000 is not an integer from 1 to 2556",
+            "3000 is out of range: each must be from 1 to 2556",
         ),
         (
             &["prim-va", "--set", "microbench.prim.tasklets=16"],

@@ -187,7 +187,10 @@ fn bad_run_settings_are_input_errors() {
         "workloads/tiny.toml",
     ];
     for (set, needle) in [
-        ("run.tasklets=25", "at most 24 (dpu.max_tasklets of"),
+        (
+            "run.tasklets=25",
+            "25 tasklets requested (--set run.tasklets=25); the machine's DPUs run at most 24 (dpu.max_tasklets of machines/paper-2rank.toml)",
+        ),
         ("run.tasklets=0", "`run.tasklets`"),
         ("run.evaluation=magic", "unknown policy `magic`"),
         ("run.routing=magic", "`run.routing`"),

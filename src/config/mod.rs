@@ -466,6 +466,35 @@ fn same_value(a: &toml::Value, b: &toml::Value) -> bool {
     }
 }
 
+/// A file of the other kind (a workload given as `--machine`, or a machine as
+/// `--workload`): refused as such, before serde names its first unknown section. `own` are
+/// sections only a file of the expected kind has, `other` those only the other kind has.
+pub fn check_kind(
+    origin: &str,
+    table: &toml::Table,
+    expected: &str,
+    own: &[&str],
+    other: (&str, &[&str]),
+) -> Result<(), InputError> {
+    let (kind, sections) = other;
+    let found: Vec<&str> = sections
+        .iter()
+        .copied()
+        .filter(|s| table.contains_key(*s))
+        .collect();
+    if found.is_empty() || own.iter().any(|s| table.contains_key(*s)) {
+        return Ok(());
+    }
+    let has = found.iter().map(|s| format!("[{s}]")).collect::<Vec<_>>();
+    Err(InputError::plain(
+        origin,
+        format!(
+            "this is a {kind} file (it has {}), not a {expected} file: were --machine and --workload swapped?",
+            has.join(" and ")
+        ),
+    ))
+}
+
 /// The name quoted right after `prefix` in a serde message (`unknown field `x`, ...`).
 fn quoted_field<'r>(reason: &'r str, prefix: &str) -> Option<&'r str> {
     let rest = &reason[reason.find(prefix)? + prefix.len()..];
@@ -552,7 +581,10 @@ impl Source {
     /// Deserialises the table into `T`. An error names the override when the failing key
     /// was set by one, else the file.
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, InputError> {
-        self.deserialize_ranged::<T>(|_| None)
+        self.deserialize_ranged::<T>(Hints {
+            range: &|_| None,
+            elsewhere: &|_| Vec::new(),
+        })
     }
 
     /// [`deserialize`](Self::deserialize), where a whole number of the wrong type is told
@@ -561,22 +593,24 @@ impl Source {
     pub fn deserialize_bounded<T: DeserializeOwned + schemars::JsonSchema>(
         &self,
     ) -> Result<T, InputError> {
-        self.deserialize_ranged::<T>(|path| {
-            let schema = schemars::generate::SchemaSettings::draft2020_12()
+        let schema = || {
+            schemars::generate::SchemaSettings::draft2020_12()
                 .for_deserialize()
                 .into_generator()
                 .into_root_schema_for::<T>()
-                .to_value();
-            schema_range(&schema, path)
-        })
+                .to_value()
+        };
+        let hints = Hints {
+            range: &|path| schema_range(&schema(), path),
+            elsewhere: &|field| keys_named(&schema(), field),
+        };
+        self.deserialize_ranged::<T>(hints)
     }
 
-    /// Deserialises, saying a whole number's range by `range` of the failing key's dotted
-    /// path (serde's, so that an override of a whole section still finds the key's).
-    fn deserialize_ranged<T: DeserializeOwned>(
-        &self,
-        range: impl Fn(&str) -> Option<(u64, Option<u64>)>,
-    ) -> Result<T, InputError> {
+    /// Deserialises, saying a whole number's range by `hints.range` of the failing key's
+    /// dotted path (serde's, so that an override of a whole section still finds the key's),
+    /// and where an unknown key's name is a key of another section.
+    fn deserialize_ranged<T: DeserializeOwned>(&self, hints: Hints) -> Result<T, InputError> {
         let value = toml::Value::Table(self.table.clone());
         serde_path_to_error::deserialize::<_, T>(value).map_err(|err| {
             let path = err.path().to_string();
@@ -589,13 +623,20 @@ impl Source {
             };
             // Only `readable`'s own tail is rewritten (a quoted value may hold the words).
             if let Some(at) = reason.rfind(WHOLE_NUMBER)
-                && let Some((min, max)) = range(&path)
+                && let Some((min, max)) = (hints.range)(&path)
             {
                 let said = match max {
                     Some(max) => format!(" from {min} to {max}"),
                     None => format!(", {min} or more"),
                 };
                 reason = format!("{}{WHOLE_NUMBER}{said}", &reason[..at]);
+            }
+            if let Some(field) = quoted_field(&reason, "unknown field `") {
+                let keys = (hints.elsewhere)(field);
+                if !keys.is_empty() {
+                    let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+                    reason = format!("{reason}; did you mean {}?", keys.join(" or "));
+                }
             }
             self.attribution.error_at(&path, reason)
         })
@@ -640,13 +681,71 @@ const WHOLE_NUMBER: &str = ", expected a whole number";
 
 /// The `minimum` and `maximum` of the integer at dotted `key` in a JSON Schema, following
 /// `$ref`s into `$defs`; `None` where the schema states no minimum there.
-fn schema_range(schema: &serde_json::Value, key: &str) -> Option<(u64, Option<u64>)> {
+fn schema_range(schema: &serde_json::Value, key: &str) -> Option<Bounds> {
     let mut node = resolved(schema, schema)?;
     for part in key.split('.') {
         node = resolved(schema, node.get("properties")?.get(part)?)?;
     }
     let bound = |name: &str| node.get(name).and_then(serde_json::Value::as_u64);
     Some((bound("minimum")?, bound("maximum")))
+}
+
+/// A whole number's least and (when it has one) greatest value.
+type Bounds = (u64, Option<u64>);
+
+/// What a failed deserialisation may say besides serde's reason.
+struct Hints<'a> {
+    /// A whole number's range, by its dotted path.
+    range: &'a dyn Fn(&str) -> Option<Bounds>,
+    /// The dotted keys of the configuration named `field` (for an unknown key).
+    elsewhere: &'a dyn Fn(&str) -> Vec<String>,
+}
+
+/// The dotted paths of `schema`'s keys named `field`, at any depth up to a few (at most
+/// three paths).
+fn keys_named(schema: &serde_json::Value, field: &str) -> Vec<String> {
+    fn visit(
+        schema: &serde_json::Value,
+        node: &serde_json::Value,
+        at: &str,
+        field: &str,
+        depth: u32,
+        out: &mut Vec<String>,
+    ) {
+        let Some(node) = resolved(schema, node) else {
+            return;
+        };
+        if depth > 4 || out.len() >= 3 {
+            return;
+        }
+        for alternatives in ["anyOf", "oneOf", "allOf"] {
+            for alt in node
+                .get(alternatives)
+                .and_then(|a| a.as_array())
+                .into_iter()
+                .flatten()
+            {
+                visit(schema, alt, at, field, depth + 1, out);
+            }
+        }
+        let Some(props) = node.get("properties").and_then(|p| p.as_object()) else {
+            return;
+        };
+        for (name, child) in props {
+            let path = if at.is_empty() {
+                name.clone()
+            } else {
+                format!("{at}.{name}")
+            };
+            if name == field && !out.contains(&path) && out.len() < 3 {
+                out.push(path.clone());
+            }
+            visit(schema, child, &path, field, depth + 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    visit(schema, schema, "", field, 0, &mut out);
+    out
 }
 
 /// `node` of `schema`, or the definition its `$ref` names (itself perhaps a reference: a

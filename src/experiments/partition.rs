@@ -333,8 +333,9 @@ fn mram_use(machine: &Machine, pairs: &[(u64, u64)]) -> MramUse {
 fn overflow_warning(machine: &Machine, mram: &MramUse, totals: &[u64]) -> Option<String> {
     (mram.dpus_over > 0).then(|| {
         format!(
-            "the partition does not fit in MRAM: {} need more than {} bytes; DPU {} needs {} bytes for {} pairs",
+            "the partition does not fit in MRAM: {} {} more than {} bytes; DPU {} needs {} bytes for {} pairs",
             crate::machine::dpus_phrase(mram.dpus_over),
+            if mram.dpus_over == 1 { "needs" } else { "need" },
             machine.mram_size_bytes,
             mram.max_needed_dpu,
             mram.max_needed_bytes,

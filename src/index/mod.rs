@@ -142,14 +142,24 @@ pub(crate) fn verify(
 /// The tasklets the run asks for must exist on the machine's DPUs.
 pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(), InputError> {
     if workload.tasklets > machine.dpu.max_tasklets {
-        // Without an override the rule is between two files: each key is named with its file.
+        // Each side is named where its value came from: its `--set`, or its file.
+        let source = |a: &Attribution, key: &str| match a.override_of(key) {
+            Some(text) => format!("--set {text}"),
+            None => format!("{key} of {}", a.origin),
+        };
+        let requested = match workload.attribution.override_of("run.tasklets") {
+            Some(text) => format!("--set {text}"),
+            None => format!(
+                "run.tasklets of {}, {} when it is not set",
+                workload.attribution.origin,
+                crate::workload::spec::DEFAULT_TASKLETS
+            ),
+        };
         let reason = format!(
-            "{} tasklets requested (run.tasklets of {}, {} when it is not set); the machine's DPUs run at most {} (dpu.max_tasklets of {})",
+            "{} tasklets requested ({requested}); the machine's DPUs run at most {} ({})",
             workload.tasklets,
-            workload.attribution.origin,
-            crate::workload::spec::DEFAULT_TASKLETS,
             machine.dpu.max_tasklets,
-            machine.attribution.origin
+            source(&machine.attribution, "dpu.max_tasklets"),
         );
         // The overrides of either side broke the rule: each is named.
         let parts: [(&Attribution, &[&str]); 2] = [

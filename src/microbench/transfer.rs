@@ -125,9 +125,13 @@ pub(super) fn positive_list<T: TryFrom<u64>>(
     for item in items {
         let x = item
             .as_integer()
-            .and_then(|x| u64::try_from(x).ok())
-            .filter(|&x| (least..=max).contains(&x))
-            .ok_or(format!("{item} is not an integer from {least} to {max}"))?;
+            .ok_or(format!("{item} is not an integer"))?;
+        let x = u64::try_from(x)
+            .ok()
+            .filter(|x| (least..=max).contains(x))
+            .ok_or(format!(
+                "{item} is out of range: each must be from {least} to {max}"
+            ))?;
         if out.contains(&x) {
             return Err(format!("{x} is listed twice"));
         }

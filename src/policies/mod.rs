@@ -394,14 +394,24 @@ impl EvaluationPolicy for TaskletEvaluation {
     }
 
     fn metrics(&self, reports: &[LaunchReport]) -> Metrics {
-        let slowest = reports.iter().map(|r| r.cycles).max().unwrap_or(0);
+        // The first of the launches that took the most cycles: what bound it.
+        let slowest = reports.iter().rev().max_by_key(|r| r.cycles);
+        let of_slowest = |f: fn(&LaunchReport) -> u64| slowest.map_or(0, f);
         let events: u64 = reports.iter().map(|r| r.stats.events).sum();
         let dma: u64 = reports
             .iter()
             .map(|r| r.stats.dma_reads + r.stats.dma_writes)
             .sum();
         vec![
-            ("slowest_dpu_cycles", slowest as f64),
+            ("slowest_dpu_cycles", of_slowest(|r| r.cycles) as f64),
+            (
+                "slowest_dpu_instructions",
+                of_slowest(|r| r.stats.instructions) as f64,
+            ),
+            (
+                "slowest_dpu_dma_busy_cycles",
+                of_slowest(|r| r.stats.dma_busy_cycles) as f64,
+            ),
             ("events", events as f64),
             ("dma_requests", dma as f64),
         ]

@@ -693,6 +693,9 @@ impl Workload {
         table: toml::Table,
         overrides: &[Override],
     ) -> Result<Workload, InputError> {
+        let machine = ("machine", &["dpu", "dma", "transfer"][..]);
+        let own = ["data", "queries", "batches"];
+        crate::config::check_kind(&origin, &table, "workload", &own, machine)?;
         let source = Source::new(origin, table, overrides, None, &["machine"])?;
         let raw: RawWorkload = source.deserialize_bounded()?;
         Self::validate(raw, &source)

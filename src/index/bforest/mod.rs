@@ -479,6 +479,30 @@ impl BForest {
         }
     }
 
+    /// What kept the slowest DPU busy: the share of its cycles the pipeline needed at full
+    /// rate for its instructions, and the share its DMA engine was busy (mean over the
+    /// measured batches). Near 100 % is what bound it; neither near it means waiting.
+    fn bound_row(&self) -> Option<(String, String)> {
+        let m = &self.tally.metric_sums[1];
+        let cycles = *m.get("slowest_dpu_cycles")?;
+        let instructions = *m.get("slowest_dpu_instructions")?;
+        let dma = *m.get("slowest_dpu_dma_busy_cycles")?;
+        if cycles <= 0.0 {
+            return None;
+        }
+        let dpu = &self.forest.machine.dpu;
+        let pipeline = dpu.pipeline_floor_cycles(1, self.forest.tasklets) * instructions;
+        Some((
+            "slowest DPU: pipeline / DMA busy".to_owned(),
+            format!(
+                "{:.0} % / {:.0} % of its {:.0} cycles",
+                100.0 * pipeline / cycles,
+                100.0 * dma / cycles,
+                cycles / self.tally.batches.max(1) as f64
+            ),
+        ))
+    }
+
     /// Adds a measured batch: the queries each DPU served, its launches, and each stage's
     /// metrics.
     fn tally(&mut self, (served, launches): (&[u64], u32), metrics: [&Metrics; 3]) {
@@ -572,6 +596,7 @@ impl Index for BForest {
             "IF_q / IF_d".to_owned(),
             format!("{:.3} / {:.3}", i.queries, i.data),
         )];
+        rows.extend(self.bound_row());
         let launches = self.tally.most_launches;
         if launches > 1 {
             rows.push((
