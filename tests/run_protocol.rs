@@ -124,14 +124,16 @@ fn open_arrivals_measured_while_batches_grow_are_warned_of() {
         "{:?}",
         settled.warnings
     );
-    assert!(settled.warnings.is_empty(), "{:?}", settled.warnings);
+    let others = common::other_warnings(&settled.warnings);
+    assert!(others.is_empty(), "{others:?}");
     assert!(settled.queries_per_measured_batch.mean < 4000.0);
     // Above the closed run's throughput (with full batches the most it can serve) the
     // warm-up ends in saturation, which is a warning of its own.
     let over = open(1.2, "batches.warmup=20");
     assert!(over.saturated && !growing(&over), "{:?}", over.warnings);
     let light = open(0.25, "batches.warmup=2");
-    assert!(light.warnings.is_empty(), "{:?}", light.warnings);
+    let others = common::other_warnings(&light.warnings);
+    assert!(others.is_empty(), "{others:?}");
 }
 
 /// The warnings of `pimdes run` on 16 DPUs of the tiny workload with `sets`.
@@ -146,7 +148,10 @@ fn small_open_run(sets: &[&str]) -> Vec<String> {
     let o = common::run_tiny(&["--json", "--quiet"], &[&base[..], sets].concat());
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
-    serde_json::from_value(v["warnings"].clone()).unwrap()
+    let warnings: Vec<String> = serde_json::from_value(v["warnings"].clone()).unwrap();
+    (warnings.into_iter())
+        .filter(|w| !common::is_chunk_floor(w))
+        .collect()
 }
 
 /// Found by a probe: a run that served a quarter less than arrived, its batches growing by

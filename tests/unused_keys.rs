@@ -271,11 +271,13 @@ fn the_documented_warning_is_printed() {
     let o = run_tiny(&["--quiet"], &["machine.host.sort_ns_per_element=600"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let docs = include_str!("../docs/file-formats.md");
-    let mut shown = docs
-        .lines()
-        .skip_while(|l| !l.contains("sort_ns_per_element=600 --quiet"));
-    let shown = shown.nth(1).expect("the example's output line");
-    assert_eq!(o.stderr.trim_end(), shown);
+    let shown: Vec<&str> = (docs.lines())
+        .skip_while(|l| !l.contains("sort_ns_per_element=600 --quiet"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .collect();
+    assert_eq!(shown.len(), 2, "the example's output lines");
+    assert_eq!(o.stderr.trim_end(), shown.join("\n"));
 }
 
 /// `partition` does no timing and no run: a `--set` of a timing key or of a run's own key is

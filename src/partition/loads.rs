@@ -96,6 +96,18 @@ impl ChunkLoads {
         self.queries(i, i)
     }
 
+    /// The floor chunk granularity sets under IF_q: the reference queries of the busiest
+    /// chunk over a DPU's mean share of them (a chunk is never split, so its DPU gets at
+    /// least its queries). 1 when there are no queries.
+    pub fn chunk_floor(&self, dpus: u32) -> f64 {
+        let total = self.total_queries();
+        if total == 0 {
+            return 1.0;
+        }
+        let most = (0..self.chunks()).map(|i| self.chunk_queries(i)).max();
+        most.unwrap_or(0) as f64 / (total as f64 / dpus as f64)
+    }
+
     /// `M_d`: the largest chunk.
     pub fn max_chunk_size(&self) -> u64 {
         (0..self.chunks())
