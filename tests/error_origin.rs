@@ -253,7 +253,8 @@ fn pim_trees_get_limits_name_the_machines_overrides_too() {
         &o,
         &[
             "--set data.pairs=400000 and --set machine.usable_dpus=1 and --set machine.ranks=1: key `data.pairs`",
-            "the data does not fit in MRAM",
+            "the data does not fit in PIM-tree's data-node region",
+            "a size fixed in PIM-tree's source, whatever the MRAM",
         ],
     );
 }

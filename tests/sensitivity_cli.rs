@@ -292,3 +292,34 @@ fn keys_are_found_as_the_machine_has_them() {
     assert_eq!(found, keys(&ARGS));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A key the run reads but that no factor moved is named as such, with where the batch
+/// may be bound instead; a key that moved is not. (PIM-tree's gets polled every 1 ms: a
+/// barrier's cost ends within the same poll.)
+#[test]
+fn a_read_key_that_moved_nothing_is_named() {
+    let polled = [
+        "--set",
+        "run.index=\"pim-tree\"",
+        "--set",
+        "queries.kind=get",
+        "--set",
+        "run.launch=async",
+        "--set",
+        "run.poll_interval_us=1000",
+        "--keys",
+        "dpu.instructions.barrier_wait,host.sort_ns_per_element",
+        "--quiet",
+    ];
+    let o = pimdes(&[&ARGS[..], &polled].concat());
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let lines: Vec<&str> = (o.stdout.lines())
+        .filter(|l| l.starts_with("no effect: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", o.stdout);
+    assert!(
+        lines[0].starts_with("no effect: dpu.instructions.barrier_wait: the run reads it"),
+        "{}",
+        o.stdout
+    );
+}

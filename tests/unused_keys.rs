@@ -265,6 +265,20 @@ fn keys_the_query_kind_or_the_index_does_not_read_are_named() {
     }
 }
 
+/// PIM-tree hashes keys for gets only: the note of a hash cost set for its predecessor
+/// queries names the query kind, not the index as a whole.
+#[test]
+fn a_hash_cost_under_predecessor_queries_names_the_kind() {
+    let sets = [
+        "run.index=pim-tree",
+        "queries.kind=predecessor",
+        "machine.host.hash_ns_per_key=900",
+    ];
+    let (_, warnings) = results(&sets);
+    let note = "--set machine.host.hash_ns_per_key=900 changes nothing in this run: pim-tree does no hashing of keys on the host for predecessor queries (only gets hash)";
+    assert!(warnings.iter().any(|w| w == note), "{warnings:?}");
+}
+
 /// The example in docs/file-formats.md prints the warning it shows there.
 #[test]
 fn the_documented_warning_is_printed() {

@@ -127,6 +127,24 @@ fn heading(s: &Study) -> String {
 }
 
 /// The study as a table: one line per key, the keys that move the batch time most first.
+/// The keys the run reads (none of `not_read`) whose every variant that ran moved the
+/// batch time by less than 0.05%, in the study's order.
+fn keys_without_effect<'s>(s: &'s Study, not_read: &[&str]) -> Vec<&'s str> {
+    let mut out: Vec<&str> = Vec::new();
+    for v in &s.variants {
+        let key = v.key.as_str();
+        if out.contains(&key) || not_read.contains(&key) {
+            continue;
+        }
+        let ran = s.variants.iter().filter(|w| w.key == key);
+        let changes: Vec<f64> = ran.filter_map(|w| w.batch_time_change_pct).collect();
+        if !changes.is_empty() && changes.iter().all(|c| c.abs() < 0.05) {
+            out.push(key);
+        }
+    }
+    out
+}
+
 fn table(s: &Study) -> String {
     let mut keys: Vec<&str> = Vec::new();
     for v in &s.variants {
@@ -185,6 +203,12 @@ fn table(s: &Study) -> String {
                 }
             }
         }
+    }
+    for key in keys_without_effect(s, &not_read) {
+        let _ = writeln!(
+            t,
+            "no effect: {key}: the run reads it, but no factor moved the batch time by 0.05% (the batch is bound elsewhere: by another stage or, with async launches, by the host's polling interval)"
+        );
     }
     if s.variants.iter().any(|v| v.unchanged) {
         t.push_str("unchanged: the factor left the value as it was (integers round, and stay at least 1); not run\n");

@@ -395,9 +395,21 @@ pub fn unused_machine_keys(
             notes.push(format!("--set {set}{NOT_READ}{why}"));
         }
     };
+    // Whether another query kind of the same index does the work: then the kind is named.
+    let by_kind = |unit: &HostUnit| {
+        index.name() == pimtree::NAME && *unit == HostUnit::Hash && workload.kind != QueryKind::Get
+    };
     for unit in HostUnit::ALL {
         if !index.host_units().contains(&unit) {
-            let why = format!("{} does no {} on the host", index.name(), unit.what());
+            let queries = match by_kind(&unit) {
+                true => format!(" for {} queries (only gets hash)", workload.kind.name()),
+                false => String::new(),
+            };
+            let why = format!(
+                "{} does no {} on the host{queries}",
+                index.name(),
+                unit.what()
+            );
             note(unit.key(), &why);
         }
     }
@@ -418,7 +430,7 @@ pub fn unused_machine_keys(
     for (key, _) in machine.dpu.costs.named() {
         if let Some(read) = read.as_ref().filter(|read| !read.contains(&key)) {
             let why = format!(
-                "{}'s kernels read only dpu.instructions {} (their other counts are fixed [est] in the source)",
+                "{}'s kernels read only dpu.instructions {}",
                 index.name(),
                 read.join(", ")
             );

@@ -567,9 +567,10 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
             &["data.pairs"],
             &machine.attribution,
             format!(
-                "the data does not fit in MRAM: {} pairs over {} is {mean} keys per DPU on average, but PIM-tree's data-node region holds {capacity}; use less data or more DPUs",
+                "the data does not fit in PIM-tree's data-node region: {} pairs over {} is {mean} keys per DPU on average, but the region holds {capacity} ({}); use less data or more DPUs",
                 workload.pairs,
-                crate::machine::dpus_phrase(machine.dpus)
+                crate::machine::dpus_phrase(machine.dpus),
+                crate::pimtree::image::FIXED_REGION
             ),
         ));
     }
@@ -768,9 +769,10 @@ fn check_mram(
         return Err(blame(
             &["data.pairs"],
             format!(
-                "the data does not fit in MRAM: DPU {dpu} holds {keys} keys, {} bytes of data nodes, but PIM-tree's data-node region holds {capacity} ({} bytes); use less data or more DPUs",
+                "the data does not fit in PIM-tree's data-node region: DPU {dpu} holds {keys} keys, {} bytes of data nodes, but the region holds {capacity} ({} bytes, {}); use less data or more DPUs",
                 keys * DATA_NODE_BYTES,
-                layout.data_nodes.bytes
+                layout.data_nodes.bytes,
+                crate::pimtree::image::FIXED_REGION
             ),
         ));
     }

@@ -22,7 +22,7 @@ use crate::engine::Time;
 use crate::forest::reference::{Answer, Reference};
 use crate::host::{HostUnit, moved_bytes};
 use crate::machine::Machine;
-use crate::pimtree::image::{Layout, data_node_capacity, key_height, write_image};
+use crate::pimtree::image::{FIXED_REGION, Layout, data_node_capacity, key_height, write_image};
 use crate::pimtree::nodes::{Top, capacity, write_nodes};
 use crate::pimtree::ordered::{Plan, Wanted, merge_ranges, plan_predecessor, plan_scan};
 use crate::pimtree::round::{RoundLimit, buffer_bytes, check_limits, read_and_check, write_round};
@@ -640,7 +640,7 @@ fn check_capacity(
     let capacity_keys = data_node_capacity(layout);
     if keys_per_dpu[d] > capacity_keys {
         return fail(format!(
-            "the data does not fit in MRAM: DPU {d} holds {} keys, {} bytes of data nodes, but PIM-tree's data-node region holds {capacity_keys} ({} bytes); use less data or more DPUs",
+            "the data does not fit in PIM-tree's data-node region: DPU {d} holds {} keys, {} bytes of data nodes, but the region holds {capacity_keys} ({} bytes, {FIXED_REGION}); use less data or more DPUs",
             keys_per_dpu[d],
             keys_per_dpu[d] * DATA_NODE_BYTES,
             layout.data_nodes.bytes
@@ -650,7 +650,7 @@ fn check_capacity(
     let d = busiest(&list.headers);
     if list.headers[d] > headers {
         return fail(format!(
-            "the skip list does not fit in MRAM: DPU {d} holds {} chunked nodes, {} bytes of headers, but the region holds {headers} ({} bytes); use less data or more DPUs",
+            "the skip list does not fit in its region: DPU {d} holds {} chunked nodes, {} bytes of headers, but the region holds {headers} ({} bytes, {FIXED_REGION}); use less data or more DPUs",
             list.headers[d],
             list.headers[d] * crate::pimtree::image::BNODE_BYTES,
             layout.headers.bytes
@@ -659,7 +659,7 @@ fn check_capacity(
     let d = busiest(&list.blocks);
     if list.blocks[d] > blocks {
         return fail(format!(
-            "the skip list does not fit in MRAM: DPU {d} needs {} data blocks, {} bytes, but the region holds {blocks} ({} bytes); use less data or more DPUs",
+            "the skip list does not fit in its region: DPU {d} needs {} data blocks, {} bytes, but the region holds {blocks} ({} bytes, {FIXED_REGION}); use less data or more DPUs",
             list.blocks[d],
             list.blocks[d] * crate::pimtree::image::DATA_BLOCK_BYTES,
             layout.blocks.bytes
@@ -669,7 +669,7 @@ fn check_capacity(
     if top_bytes > layout.top.bytes {
         // Every DPU holds the whole top: only less data makes it smaller.
         let reason = format!(
-            "the replicated top does not fit in MRAM: {} nodes, {top_bytes} bytes on every DPU, but the region holds {} bytes; use less data",
+            "the replicated top does not fit in its region: {} nodes, {top_bytes} bytes on every DPU, but the region holds {} bytes ({FIXED_REGION}); use less data",
             top.nodes, layout.top.bytes
         );
         return Err(workload.attribution.error_at("data.pairs", reason));

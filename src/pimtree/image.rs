@@ -7,6 +7,9 @@ use super::{DATA_NODE_BYTES, HASH_SLOTS, SLOT_BYTES, hash64, home_slot};
 use crate::dpu::Mram;
 
 const MIB: u64 = 1 << 20;
+/// How an error names a region's size: PIM-tree declares each region's bytes, and a larger
+/// MRAM does not grow them.
+pub const FIXED_REGION: &str = "a size fixed in PIM-tree's source, whatever the MRAM";
 const KIB: u64 = 1 << 10;
 
 /// Bytes of a chunked skip-list node header (PT:`dpu/node_dpu.h`, `Bnode`: height, length,
