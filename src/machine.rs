@@ -472,8 +472,10 @@ pub struct DpuParams {
 impl DpuParams {
     /// The fewest cycles in which `tasklets` tasklets can issue `instructions`: the
     /// pipeline at its rate with that many ready, `min(tasklets / interval, slots)`
-    /// instructions per cycle (`dpu.pipeline`; the rate the core's fluid share gives them).
+    /// instructions per cycle (`dpu.pipeline`; the sum of the per-tasklet rates
+    /// `min(1 / interval, slots / tasklets)` that `dpu::core` gives them).
     pub fn pipeline_floor_cycles(&self, instructions: u64, tasklets: u32) -> f64 {
+        assert!(tasklets > 0, "a pipeline floor of no tasklets");
         let interval = self.tasklet_issue_interval_cycles as f64;
         let rate = (tasklets as f64 / interval).min(self.issue_slots_per_cycle as f64);
         instructions as f64 / rate
@@ -1478,6 +1480,18 @@ mod tests {
             .collect();
         assert_eq!(named.len(), costs.named().count(), "a key named twice");
         assert_eq!(named, table);
+    }
+
+    /// Hand-worked: 11 cycles between a tasklet's issues, one issue per cycle.
+    #[test]
+    fn the_pipeline_floor_is_its_rate_with_that_many_tasklets() {
+        let dpu = Machine::from_toml_str("m.toml", TEXT, &[]).unwrap().dpu;
+        assert_eq!(dpu.tasklet_issue_interval_cycles, 11);
+        assert_eq!(dpu.issue_slots_per_cycle, 1);
+        assert_eq!(dpu.pipeline_floor_cycles(100, 1), 1100.0);
+        assert_eq!(dpu.pipeline_floor_cycles(100, 4), 275.0);
+        assert_eq!(dpu.pipeline_floor_cycles(100, 11), 100.0);
+        assert_eq!(dpu.pipeline_floor_cycles(100, 24), 100.0);
     }
 
     #[test]

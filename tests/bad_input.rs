@@ -592,10 +592,14 @@ fn a_key_in_the_wrong_section_names_where_it_lives() {
             "queries.chunk_pairs=4",
             "did you mean `partition.chunk_pairs`?",
         ),
-        ("machine.max_tasklets=4", "did you mean `dpu.max_tasklets`?"),
+        // A machine key's `--set` is told as a `--set` writes it.
+        (
+            "machine.max_tasklets=4",
+            "did you mean `machine.dpu.max_tasklets`?",
+        ),
         (
             "machine.dpu.latency_cycles_per_byte=1",
-            "did you mean `dma.latency_cycles_per_byte`?",
+            "did you mean `machine.dma.latency_cycles_per_byte`?",
         ),
     ] {
         let o = pimdes(&[&args[..], &["--set", set]].concat());

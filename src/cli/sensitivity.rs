@@ -126,7 +126,6 @@ fn heading(s: &Study) -> String {
     )
 }
 
-/// The study as a table: one line per key, the keys that move the batch time most first.
 /// The keys the run reads (none of `not_read`) whose every variant that ran moved the
 /// batch time by less than 0.05%, in the study's order.
 fn keys_without_effect<'s>(s: &'s Study, not_read: &[&str]) -> Vec<&'s str> {
@@ -145,6 +144,7 @@ fn keys_without_effect<'s>(s: &'s Study, not_read: &[&str]) -> Vec<&'s str> {
     out
 }
 
+/// The study as a table: one line per key, the keys that move the batch time most first.
 fn table(s: &Study) -> String {
     let mut keys: Vec<&str> = Vec::new();
     for v in &s.variants {
@@ -207,7 +207,7 @@ fn table(s: &Study) -> String {
     for key in keys_without_effect(s, &not_read) {
         let _ = writeln!(
             t,
-            "no effect: {key}: the run reads it, but no factor moved the batch time by 0.05% (the batch is bound elsewhere: by another stage or, with async launches, by the host's polling interval)"
+            "no effect: {key}: the run reads it, but no factor moved the batch time by 0.05% (its share of the batch is that small, or the batch is bound elsewhere: by another stage or, with async launches, by the host's polling interval)"
         );
     }
     if s.variants.iter().any(|v| v.unchanged) {

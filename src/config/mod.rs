@@ -519,6 +519,8 @@ fn positive_zeros(table: &mut toml::Table) {
 pub struct Source {
     pub table: toml::Table,
     pub attribution: Attribution,
+    /// What an override's key starts with to reach this file (`machine`), if anything.
+    pub prefix: Option<String>,
 }
 
 impl Source {
@@ -575,6 +577,7 @@ impl Source {
                 created_sections,
                 unchanged,
             },
+            prefix: prefix.map(str::to_owned),
         })
     }
 
@@ -631,15 +634,35 @@ impl Source {
                 };
                 reason = format!("{}{WHOLE_NUMBER}{said}", &reason[..at]);
             }
-            if let Some(field) = quoted_field(&reason, "unknown field `") {
-                let keys = (hints.elsewhere)(field);
-                if !keys.is_empty() {
-                    let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
-                    reason = format!("{reason}; did you mean {}?", keys.join(" or "));
-                }
+            if let Some(hint) = self.elsewhere_hint(&path, &reason, &hints) {
+                reason = format!("{reason}; did you mean {hint}?");
             }
             self.attribution.error_at(&path, reason)
         })
+    }
+
+    /// For an unknown key at `path` whose name is a key elsewhere in the file: those keys,
+    /// written as the `--set` that brought the unknown one would write them (with the
+    /// file's prefix), or as the file does.
+    fn elsewhere_hint(&self, path: &str, reason: &str, hints: &Hints) -> Option<String> {
+        let field = quoted_field(reason, "unknown field `")?;
+        let keys = (hints.elsewhere)(field);
+        if keys.is_empty() {
+            return None;
+        }
+        let full = match path {
+            "" | "." => field.to_owned(),
+            _ => format!("{path}.{field}"),
+        };
+        let overrides = &self.attribution.overrides;
+        let by_set = overrides
+            .iter()
+            .any(|(rel, _)| covers(rel, &full) || covers(&full, rel));
+        let shown = |k: &String| match (&self.prefix, by_set) {
+            (Some(prefix), true) => format!("`{prefix}.{k}`"),
+            _ => format!("`{k}`"),
+        };
+        Some(keys.iter().map(shown).collect::<Vec<_>>().join(" or "))
     }
 
     /// For a choice of names given a value that is no string (serde says only "unit

@@ -147,14 +147,11 @@ pub(crate) fn check_tasklets(machine: &Machine, workload: &Workload) -> Result<(
             Some(text) => format!("--set {text}"),
             None => format!("{key} of {}", a.origin),
         };
-        let requested = match workload.attribution.override_of("run.tasklets") {
-            Some(text) => format!("--set {text}"),
-            None => format!(
-                "run.tasklets of {}, {} when it is not set",
-                workload.attribution.origin,
-                crate::workload::spec::DEFAULT_TASKLETS
-            ),
-        };
+        let mut requested = source(&workload.attribution, "run.tasklets");
+        if workload.attribution.override_of("run.tasklets").is_none() {
+            let default = crate::workload::spec::DEFAULT_TASKLETS;
+            requested = format!("{requested}, {default} when it is not set");
+        }
         let reason = format!(
             "{} tasklets requested ({requested}); the machine's DPUs run at most {} ({})",
             workload.tasklets,

@@ -131,3 +131,18 @@ impl ChunkLoads {
         (j * n / p, (j + 1) * n / p)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ChunkLoads;
+
+    /// Hand-worked: 40 queries on 4 DPUs is 10 per DPU; the busiest chunk holds 25.
+    #[test]
+    fn the_chunk_floor_is_the_busiest_chunk_over_a_dpus_share() {
+        let loads = ChunkLoads::new(&[300, 300, 300, 300], &[5, 25, 10, 0]);
+        assert_eq!(loads.chunk_floor(4), 2.5);
+        assert_eq!(loads.chunk_floor(1), 25.0 / 40.0);
+        let idle = ChunkLoads::new(&[300, 300], &[0, 0]);
+        assert_eq!(idle.chunk_floor(8), 1.0);
+    }
+}

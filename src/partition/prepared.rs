@@ -72,14 +72,15 @@ impl Prepared {
         Ok(partitioning)
     }
 
-    /// A warning when the busiest chunk alone holds more than [`CHUNK_FLOOR_WARNING`] times
-    /// a DPU's mean share of the queries: every chunk partitioner's IF_q is then at least
-    /// that, whatever it does.
+    /// A warning when the busiest chunk alone draws more than [`CHUNK_FLOOR_WARNING`] times
+    /// Q/P: a chunk is never split, so its DPU keeps that load whatever the partitioner.
+    /// (IF_q itself may come out lower: it divides by the queries each DPU serves, and a
+    /// range served on several DPUs counts on each.)
     fn chunk_floor_warning(&self, workload: &Workload) -> Option<String> {
         let floor = self.loads.chunk_floor(self.params.dpus);
         (floor > CHUNK_FLOOR_WARNING).then(|| {
             format!(
-                "the busiest chunk of {} pairs draws {floor:.1} times a DPU's mean share of the reference batch's queries, so no chunk partitioner's IF_q can be below about {floor:.1}: chunks are too coarse for {} pairs on {} (a smaller partition.chunk_pairs lowers the floor; docs/workloads.md)",
+                "{CHUNK_FLOOR_NOTE}{} pairs alone draws {floor:.1} times a DPU's mean share of the reference batch's queries (Q/P); a chunk is never split, so no chunk partitioner can balance that DPU: chunks are too coarse for {} pairs on {} (a smaller partition.chunk_pairs, or more pairs per DPU, lowers it; docs/workloads.md)",
                 workload.chunk_pairs,
                 workload.pairs,
                 crate::machine::dpus_phrase(self.params.dpus)
@@ -87,6 +88,9 @@ impl Prepared {
         })
     }
 }
+
+/// How the chunk-floor warning begins (tests find it by this).
+pub const CHUNK_FLOOR_NOTE: &str = "the busiest chunk of ";
 
 /// The chunk floor above which a partitioning warns. The paper's pairs and queries per DPU
 /// in chunks of 300 pairs (`workloads/quick-raq.toml` keeps them) give 1.1 at skew 1.0 and

@@ -394,7 +394,7 @@ impl EvaluationPolicy for TaskletEvaluation {
     }
 
     fn metrics(&self, reports: &[LaunchReport]) -> Metrics {
-        // The first of the launches that took the most cycles: what bound it.
+        // The first of the DPUs whose launch took the most cycles: what bound it.
         let slowest = reports.iter().rev().max_by_key(|r| r.cycles);
         let of_slowest = |f: fn(&LaunchReport) -> u64| slowest.map_or(0, f);
         let events: u64 = reports.iter().map(|r| r.stats.events).sum();

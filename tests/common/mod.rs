@@ -9,7 +9,7 @@ pub const PRIM: &str = include_str!("../../machines/upmem-2556-350mhz.toml");
 /// Whether a warning is the chunk-floor one, which runs of the tiny workload get (its
 /// chunks are coarse for its few pairs per DPU): tests of other warnings leave it out.
 pub fn is_chunk_floor(warning: &str) -> bool {
-    warning.starts_with("the busiest chunk of ")
+    warning.starts_with(pimdes::partition::prepared::CHUNK_FLOOR_NOTE)
 }
 
 /// `warnings` without the chunk-floor one ([`is_chunk_floor`]).

@@ -19,7 +19,20 @@ const RUN_FIRST: [&str; 4] = [
     "batch_interval_us.mean",
     "throughput_queries_per_s",
 ];
-const RUN_LAST: [&str; 3] = ["imbalance.data", "imbalance.queries", "answers_verified"];
+const RUN_LAST: [&str; 4] = [
+    "dpu_kernel_us.max",
+    "imbalance.data",
+    "imbalance.queries",
+    "answers_verified",
+];
+/// PIM-tree's own figures of a run (docs/pim-tree.md): columns when some point has them.
+const PIM_TREE: [&str; 5] = [
+    "pim_tree.rounds_per_batch",
+    "pim_tree.distinct_keys_per_batch",
+    "pim_tree.queries_per_distinct_key",
+    "pim_tree.max_tasks_per_dpu",
+    "pim_tree.moved_bytes_per_query",
+];
 /// Key results of `pimdes partition`.
 const PARTITION: [&str; 11] = [
     "imbalance.data",
@@ -84,6 +97,7 @@ pub fn possible_columns(command: &str) -> Vec<String> {
                     .map(|k| format!("breakdown_us.{k}")),
             )
             .chain(RUN_LAST.iter().map(|c| c.to_string()))
+            .chain(PIM_TREE.iter().map(|c| c.to_string()))
             .collect(),
         _ => PARTITION.map(String::from).to_vec(),
     };
@@ -122,6 +136,9 @@ fn metric_columns(command: &str, results: &[Value]) -> Vec<String> {
     let mut columns: Vec<String> = RUN_FIRST.map(String::from).to_vec();
     columns.extend(stages.iter().map(|k| format!("breakdown_us.{k}")));
     columns.extend(RUN_LAST.map(String::from));
+    if results.iter().any(|r| r.get("pim_tree").is_some()) {
+        columns.extend(PIM_TREE.map(String::from));
+    }
     columns
 }
 
@@ -323,6 +340,23 @@ mod tests {
         ];
         assert_eq!(stages, want);
     }
+
+    /// PIM-tree's own figures are columns when a point ran it, and only then.
+    #[test]
+    fn pim_tree_columns_come_with_a_pim_tree_point() {
+        let forest = json!({"index": "b+forest"});
+        let tree = json!({"index": "pim-tree", "pim_tree": {"rounds_per_batch": 1.0}});
+        let has = |results: &[serde_json::Value]| {
+            let columns = super::metric_columns("run", results);
+            let pim: Vec<String> = (columns.into_iter())
+                .filter(|c| c.starts_with("pim_tree."))
+                .collect();
+            pim
+        };
+        assert!(has(std::slice::from_ref(&forest)).is_empty());
+        assert_eq!(has(&[forest, tree]), super::PIM_TREE);
+    }
+
     /// The tables are made from the point files read back: a double must read back as the
     /// one written (serde_json's `float_roundtrip`), or a cell, and a parameter joined on
     /// by value, may differ from its point file in the last digit.
