@@ -437,6 +437,18 @@ impl OpMix {
         self.0.iter().map(|&(op, n)| n * op.cost(costs)).sum()
     }
 
+    /// Each of `mixes`' instructions at the costs of the shipped machine files (all five
+    /// have the same table), for tests that hold a block to its documented count.
+    #[cfg(test)]
+    pub(crate) fn at_shipped_costs(mixes: &[OpMix]) -> Vec<u64> {
+        let text = include_str!("../machines/paper-1012.toml");
+        let machine = Machine::from_toml_str("m.toml", text, &[]).expect("a shipped machine");
+        mixes
+            .iter()
+            .map(|m| m.instructions(&machine.dpu.costs))
+            .collect()
+    }
+
     /// The `[dpu.instructions]` keys some block of `mixes` reads, in the table's order.
     pub fn keys(mixes: &[OpMix]) -> Vec<&'static str> {
         let used = |op: &Op| {
@@ -1480,6 +1492,27 @@ mod tests {
             .collect();
         assert_eq!(named.len(), costs.named().count(), "a key named twice");
         assert_eq!(named, table);
+    }
+
+    /// `OpMix::at_shipped_costs` prices on one file for all: they share one table.
+    #[test]
+    fn the_shipped_machines_share_one_instruction_table() {
+        let files = [
+            include_str!("../machines/paper-1012.toml"),
+            include_str!("../machines/paper-2rank.toml"),
+            include_str!("../machines/upmem-2538.toml"),
+            include_str!("../machines/upmem-2556-350mhz.toml"),
+            include_str!("../machines/upmem-v1b-400mhz.toml"),
+        ];
+        let costs = |text| {
+            Machine::from_toml_str("m.toml", text, &[])
+                .unwrap()
+                .dpu
+                .costs
+        };
+        for text in files {
+            assert_eq!(costs(text), costs(files[0]));
+        }
     }
 
     /// Hand-worked: 11 cycles between a tasklet's issues, one issue per cycle.

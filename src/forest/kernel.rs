@@ -431,21 +431,14 @@ fn scan_leaf(leaf: &Leaf, kind: QueryKind, query: &Query, acc: &mut RangeAcc) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::Machine;
 
     /// The instructions each block stood for as one fixed count (or, for the walk's steps,
     /// as a sum of `t.cost` terms) before the blocks were written as operations: at the
     /// shipped costs, no B+-Forest result moved.
     #[test]
     fn blocks_cost_their_former_counts_at_the_shipped_costs() {
-        let text = include_str!("../../machines/paper-1012.toml");
-        let costs = Machine::from_toml_str("m.toml", text, &[])
-            .unwrap()
-            .dpu
-            .costs;
         let blocks = [PER_QUERY, PER_NODE, PER_KEY, PER_PAIR, COUNTER_UPDATE];
-        let got: Vec<u64> = blocks.iter().map(|b| b.instructions(&costs)).collect();
-        assert_eq!(got, [16, 8, 4, 10, 3]);
+        assert_eq!(OpMix::at_shipped_costs(&blocks), [16, 8, 4, 10, 3]);
     }
 
     #[test]
