@@ -493,9 +493,9 @@ impl BForest {
         let dpu = &self.forest.machine.dpu;
         let pipeline = dpu.pipeline_floor_cycles(1, self.forest.tasklets) * instructions;
         Some((
-            "slowest DPU: pipeline / DMA busy".to_owned(),
+            "slowest DPU: pipeline / DMA".to_owned(),
             format!(
-                "{:.0} % / {:.0} % of its {:.0} cycles",
+                "{:.0} % needed / {:.0} % busy, of its {:.0} cycles (batch mean)",
                 100.0 * pipeline / cycles,
                 100.0 * dma / cycles,
                 cycles / self.tally.batches.max(1) as f64
