@@ -96,9 +96,9 @@ impl ChunkLoads {
         self.queries(i, i)
     }
 
-    /// The floor chunk granularity sets under IF_q: the reference queries of the busiest
-    /// chunk over a DPU's mean share of them (a chunk is never split, so its DPU gets at
-    /// least its queries). 1 when there are no queries.
+    /// The floor chunk granularity sets under the busiest DPU's load: the reference queries
+    /// of the busiest chunk over a DPU's mean share of them, Q/P (a chunk is never split, so
+    /// its DPU gets at least its queries). 1 when there are no queries.
     pub fn chunk_floor(&self, dpus: u32) -> f64 {
         let total = self.total_queries();
         if total == 0 {

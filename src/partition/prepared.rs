@@ -94,7 +94,7 @@ pub const CHUNK_FLOOR_NOTE: &str = "the busiest chunk of ";
 
 /// The chunk floor above which a partitioning warns. The paper's pairs and queries per DPU
 /// in chunks of 300 pairs (`workloads/quick-raq.toml` keeps them) give 1.1 at skew 1.0 and
-/// 2.3 at 1.2: its configurations do not warn; the tiny workload's 33.6 does.
+/// 2.3 at 1.2: its configurations do not warn; the tiny workload on 128 DPUs (33.6) does.
 pub const CHUNK_FLOOR_WARNING: f64 = 4.0;
 
 /// A warning for each tuning key the user overrode that `partitioner` does not read (the

@@ -479,9 +479,10 @@ impl BForest {
         }
     }
 
-    /// What kept the slowest DPU busy: the share of its cycles the pipeline needed at full
-    /// rate for its instructions, and the share its DMA engine was busy (mean over the
-    /// measured batches). Near 100 % is what bound it; neither near it means waiting.
+    /// What kept the slowest DPU busy: the share of its cycles its instructions need at the
+    /// rate its tasklets can issue, and the share its DMA engine was busy (means over the
+    /// measured batches; the two overlap). Near 100 % is what bound it; neither near it
+    /// means waiting.
     fn bound_row(&self) -> Option<(String, String)> {
         let m = &self.tally.metric_sums[1];
         let cycles = *m.get("slowest_dpu_cycles")?;
