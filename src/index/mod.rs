@@ -241,6 +241,13 @@ pub trait Index {
         &HostUnit::ALL
     }
 
+    /// Units of [`host_units`](Self::host_units)' complement that other query kinds of the
+    /// same index do, each with who does: a note of one names the run's query kind. By
+    /// default none.
+    fn units_of_other_kinds(&self) -> &'static [(HostUnit, &'static str)] {
+        &[]
+    }
+
     /// The `[dpu.instructions]` keys its kernels read (a `--set` of another warns so; its
     /// other counts are fixed in its source). By default not said (warns of none).
     fn instruction_keys(&self) -> Option<Vec<&'static str>> {
@@ -392,15 +399,12 @@ pub fn unused_machine_keys(
             notes.push(format!("--set {set}{NOT_READ}{why}"));
         }
     };
-    // Whether another query kind of the same index does the work: then the kind is named.
-    let by_kind = |unit: &HostUnit| {
-        index.name() == pimtree::NAME && *unit == HostUnit::Hash && workload.kind != QueryKind::Get
-    };
     for unit in HostUnit::ALL {
         if !index.host_units().contains(&unit) {
-            let queries = match by_kind(&unit) {
-                true => format!(" for {} queries (only gets hash)", workload.kind.name()),
-                false => String::new(),
+            let other_kinds = index.units_of_other_kinds();
+            let queries = match other_kinds.iter().find(|(u, _)| *u == unit) {
+                Some((_, who)) => format!(" for {} queries ({who})", workload.kind.name()),
+                None => String::new(),
             };
             let why = format!(
                 "{} does no {} on the host{queries}",

@@ -536,6 +536,10 @@ impl super::Index for PimTreeOrdered {
         use HostUnit::*;
         &[Sort, Scan, Bucket, Fill]
     }
+
+    fn units_of_other_kinds(&self) -> &'static [(HostUnit, &'static str)] {
+        &[(HostUnit::Hash, "only gets hash")]
+    }
 }
 
 /// Every batch's rounds.
