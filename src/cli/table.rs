@@ -35,6 +35,12 @@ pub fn partition_report(r: &PartitionReport) -> String {
             format!("{:.3}", r.imbalance.queries_reference),
         ),
         (
+            "chunk floor (busiest chunk over Q/P)",
+            r.imbalance
+                .chunk_floor
+                .map_or("none (cut between keys)".to_owned(), |f| format!("{f:.2}")),
+        ),
+        (
             "pairs per DPU (max / mean)",
             format!("{} / {:.0}", r.max_pairs_per_dpu, r.mean_pairs_per_dpu),
         ),

@@ -44,6 +44,10 @@ pub struct Imbalance {
     pub queries_per_batch: Vec<f64>,
     /// IF_q on the reference batch, the one the partitioner saw.
     pub queries_reference: f64,
+    /// The floor chunk granularity sets under the busiest DPU's load: the reference
+    /// queries of the busiest chunk over Q/P, a DPU's mean share (a chunk is never split).
+    /// `null` when the partitioning cuts between keys (`partition.granularity = "pair"`).
+    pub chunk_floor: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -211,6 +215,8 @@ struct Placed {
     loads: Vec<DpuLoads>,
     partitions: usize,
     hot_partitions: u32,
+    /// The chunk floor ([`Imbalance::chunk_floor`]); `None` for a cut between keys.
+    chunk_floor: Option<f64>,
     warnings: Vec<String>,
 }
 
@@ -260,6 +266,7 @@ fn run_key_partition(
         // A routing entry per DPU that holds pairs: a DPU without any owns no key.
         partitions: placement.pairs.iter().filter(|&&p| p > 0).count().max(1),
         hot_partitions: 0,
+        chunk_floor: None,
         warnings: Vec::new(),
     };
     Ok(report(machine, workload, name, data.chunks(), placed))
@@ -302,6 +309,7 @@ pub fn evaluate(
             .collect(),
         partitions: table.len(),
         hot_partitions: partitioning.hot_partitions,
+        chunk_floor: Some(prepared.loads.chunk_floor(dpus)),
         warnings: partitioning.warnings.clone(),
     };
     report(machine, workload, name, prepared.loads.chunks(), placed)
@@ -433,6 +441,7 @@ fn report(
             queries: if_q,
             queries_per_batch: if_per_batch,
             queries_reference: imbalance_factor(&placed.reference),
+            chunk_floor: placed.chunk_floor,
         },
         max_pairs_per_dpu: *totals.iter().max().expect("at least one DPU"),
         mean_pairs_per_dpu: workload.pairs as f64 / dpus as f64,

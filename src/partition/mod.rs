@@ -199,6 +199,10 @@ pub trait Partitioner: Send + Sync {
     fn tuning_keys(&self) -> &'static [&'static str] {
         &[]
     }
+    /// Whether it places chunks by the reference batch's queries (all but data-balanced).
+    fn reads_queries(&self) -> bool {
+        true
+    }
     fn partition(
         &self,
         loads: &ChunkLoads,
@@ -240,6 +244,10 @@ pub struct DataBalanced;
 impl Partitioner for DataBalanced {
     fn name(&self) -> &'static str {
         "data-balanced"
+    }
+
+    fn reads_queries(&self) -> bool {
+        false
     }
 
     fn partition(

@@ -69,6 +69,9 @@ impl Prepared {
         partitioning
             .warnings
             .extend(self.chunk_floor_warning(workload));
+        if partitioner.reads_queries() {
+            partitioning.warnings.extend(range_span_warning(workload));
+        }
         Ok(partitioning)
     }
 
@@ -88,6 +91,36 @@ impl Prepared {
         })
     }
 }
+
+/// A warning when ranges are longer than the partitioner's density model sees. It counts a
+/// range in the chunk of its lower end (and of its upper end with
+/// `partition.count_both_ends`), but a range of `range_pairs` reaches about
+/// `1 + range_pairs / chunk_pairs` chunks: when that exceeds the counted ones by a chunk or
+/// more, load the partitioner never saw lands on the chunks in between.
+fn range_span_warning(workload: &Workload) -> Option<String> {
+    let (counted, ends, others) = if workload.count_both_ends {
+        (2, "lower and upper ends", " or larger chunks")
+    } else {
+        (
+            1,
+            "lower end",
+            ", larger chunks, or partition.count_both_ends = true",
+        )
+    };
+    let spans = workload.range_pairs as f64 / workload.chunk_pairs as f64;
+    (workload.kind.is_range() && spans > counted as f64).then(|| {
+        format!(
+            "{RANGE_SPAN_NOTE}{} pairs reach about {:.1} chunks of {} pairs on average, but the partitioner counts each range only in the chunk of its {ends}: the chunks in between carry queries it does not see, so IF_q can end well above what it planned (ranges of at most {} pairs{others} narrow the gap; docs/workloads.md)",
+            workload.range_pairs,
+            1.0 + spans,
+            workload.chunk_pairs,
+            counted * workload.chunk_pairs,
+        )
+    })
+}
+
+/// How the range-span warning begins (tests find it by this).
+pub const RANGE_SPAN_NOTE: &str = "ranges of ";
 
 /// How the chunk-floor warning begins (tests find it by this).
 pub const CHUNK_FLOOR_NOTE: &str = "the busiest chunk of ";

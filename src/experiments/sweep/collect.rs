@@ -19,10 +19,11 @@ const RUN_FIRST: [&str; 4] = [
     "batch_interval_us.mean",
     "throughput_queries_per_s",
 ];
-const RUN_LAST: [&str; 4] = [
+const RUN_LAST: [&str; 5] = [
     "dpu_kernel_us.max",
     "imbalance.data",
     "imbalance.queries",
+    "imbalance.chunk_floor",
     "answers_verified",
 ];
 /// PIM-tree's own figures of a run (docs/pim-tree.md): columns when some point has them.
@@ -34,10 +35,11 @@ const PIM_TREE: [&str; 5] = [
     "pim_tree.moved_bytes_per_query",
 ];
 /// Key results of `pimdes partition`.
-const PARTITION: [&str; 11] = [
+const PARTITION: [&str; 12] = [
     "imbalance.data",
     "imbalance.queries",
     "imbalance.queries_reference",
+    "imbalance.chunk_floor",
     "max_pairs_per_dpu",
     "mean_pairs_per_dpu",
     "max_queries_per_dpu",

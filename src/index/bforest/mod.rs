@@ -476,6 +476,7 @@ impl BForest {
         RunImbalance {
             data: imbalance_factor(&totals),
             queries: self.tally.if_q_sum / self.tally.batches.max(1) as f64,
+            chunk_floor: self.prepared.loads.chunk_floor(self.prepared.params.dpus),
         }
     }
 
@@ -594,8 +595,8 @@ impl Index for BForest {
     fn table_rows(&self) -> Vec<(String, String)> {
         let i = self.imbalance();
         let mut rows = vec![(
-            "IF_q / IF_d".to_owned(),
-            format!("{:.3} / {:.3}", i.queries, i.data),
+            "IF_q / IF_d / chunk floor".to_owned(),
+            format!("{:.3} / {:.3} / {:.2}", i.queries, i.data, i.chunk_floor),
         )];
         rows.extend(self.bound_row());
         let launches = self.tally.most_launches;
@@ -644,6 +645,9 @@ pub struct RunImbalance {
     pub data: f64,
     /// Mean over the measured batches of IF_q (a query counts once per DPU it reaches).
     pub queries: f64,
+    /// The busiest chunk's reference queries over Q/P: a floor under its DPU's load that
+    /// no partitioner can lower, since a chunk is never split (docs/workloads.md).
+    pub chunk_floor: f64,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
