@@ -58,31 +58,38 @@ fn the_chunk_floor_is_reported_where_it_applies() {
     );
 }
 
-/// Ranges that reach chunks beyond the ones the partitioner counts them in are named with
-/// the mean reach; ranges within them, gets and data-balanced (which reads no queries) are
-/// not.
+/// Ranges longer than a chunk are named with their mean reach, with or without counting
+/// both ends; ranges within a chunk, gets, predecessors and data-balanced (which reads no
+/// queries) are not.
 #[test]
-fn ranges_longer_than_the_counted_chunks_warn() {
+fn ranges_longer_than_a_chunk_warn() {
     let long = report("partition", &["partition.chunk_pairs=30"]);
     let warned = range_span_warnings(&long);
     assert_eq!(warned.len(), 1, "{warned:?}");
     assert!(
-        warned[0].starts_with("ranges of 100 pairs reach about 4.3 chunks of 30 pairs")
-            && warned[0].contains("only in the chunk of its lower end")
-            && warned[0].contains("at most 30 pairs"),
+        warned[0].starts_with("ranges of 100 pairs are longer than the chunks of 30 pairs (each reaches about 4.3 chunks)")
+            && warned[0].contains("only in the chunk where it starts:"),
         "{}",
         warned[0]
     );
-    let both = ["partition.chunk_pairs=30", "partition.count_both_ends=true"];
-    let warned = range_span_warnings(&report("partition", &both));
+    let warns = [
+        &["partition.chunk_pairs=30", "partition.count_both_ends=true"][..],
+        &["partition.chunk_pairs=99"],
+        &["partition.chunk_pairs=30", "queries.kind=range-max"],
+    ];
+    for sets in warns {
+        let warned = range_span_warnings(&report("partition", sets));
+        assert_eq!(warned.len(), 1, "{sets:?}: {warned:?}");
+    }
+    let both = range_span_warnings(&report("partition", warns[0]));
     assert!(
-        warned.len() == 1 && warned[0].contains("lower and upper ends"),
-        "{warned:?}"
+        both[0].contains("the chunks where it starts and ends"),
+        "{both:?}"
     );
     let quiet = [
         &["partition.chunk_pairs=100"][..],
-        &["partition.chunk_pairs=50", "partition.count_both_ends=true"],
         &["partition.chunk_pairs=30", "queries.kind=get"],
+        &["partition.chunk_pairs=30", "queries.kind=predecessor"],
         &[
             "partition.chunk_pairs=30",
             "partition.partitioner=data-balanced",
@@ -92,6 +99,36 @@ fn ranges_longer_than_the_counted_chunks_warn() {
         let warned = range_span_warnings(&report("partition", sets));
         assert!(warned.is_empty(), "{sets:?}: {warned:?}");
     }
+}
+
+/// The run's table prints the floor beside IF_q and IF_d, and the partition's table on its
+/// own row ("none" for a cut between keys).
+#[test]
+fn the_tables_print_the_chunk_floor() {
+    let run = tiny("run", &["--quiet"], &["batches.measured=1"]);
+    let row = run
+        .stdout
+        .lines()
+        .find(|l| l.contains("IF_q / IF_d / chunk floor"));
+    assert!(
+        row.is_some_and(|r| r.ends_with(" / 33.61")),
+        "{}",
+        run.stdout
+    );
+    let keys = tiny(
+        "partition",
+        &["--quiet"],
+        &[
+            "partition.partitioner=data-balanced",
+            "partition.granularity=pair",
+        ],
+    );
+    let row = keys.stdout.lines().find(|l| l.contains("chunk floor"));
+    assert!(
+        row.is_some_and(|r| r.ends_with("none (cut between keys)")),
+        "{}",
+        keys.stdout
+    );
 }
 
 /// The warning is about load the partitioner does not see, so the run that shows it prints
