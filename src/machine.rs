@@ -715,6 +715,20 @@ impl Machine {
             .collect()
     }
 
+    /// [`Machine::warnings`] and, for the commands that time the machine, what a change of
+    /// the DPU clock also changes: every DMA cost is in DPU cycles, so unless a DMA key was
+    /// set too, MRAM speeds up with the core.
+    pub fn timing_warnings(&self) -> Vec<String> {
+        let a = &self.attribution;
+        let dma_set = a.overrides.iter().any(|(key, _)| key.starts_with("dma"));
+        let clock = a.changed("dpu.clock_mhz").filter(|_| !dma_set).map(|set| {
+            format!(
+                "--set {set} speeds up MRAM with the core: every DMA cost is in DPU cycles; for a faster core on the same DRAM, raise the DMA's cycle counts with the clock too (machine.dma.occupancy_fixed_cycles at least; docs/machine-model.md)"
+            )
+        });
+        self.warnings().into_iter().chain(clock).collect()
+    }
+
     /// Whether a `--set` of `ranks` or `dpus_per_rank` resized the machine while the file's
     /// `usable_dpus` stayed (so the DPU count did not move), said as a fact without advice.
     pub fn resized_keeping_usable(&self) -> Option<String> {

@@ -178,6 +178,22 @@ fn only_a_changed_value_is_named() {
     );
 }
 
+/// A tasklet limit raised so that the run's tasklets are allowed did something (without it
+/// the run is refused), so it is not named; raised beyond what the run uses, it is.
+#[test]
+fn a_tasklet_limit_the_run_needed_is_not_named() {
+    let limit = |w: &[String]| {
+        w.iter()
+            .any(|w| w.contains("--set machine.dpu.max_tasklets"))
+    };
+    let refused = run_tiny(&["--quiet"], &["run.tasklets=32", "batches.measured=1"]);
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    let (_, needed) = results(&["run.tasklets=32", "machine.dpu.max_tasklets=32"]);
+    assert!(!limit(&needed), "{needed:?}");
+    let (_, spare) = results(&["run.tasklets=24", "machine.dpu.max_tasklets=32"]);
+    assert!(limit(&spare), "{spare:?}");
+}
+
 #[test]
 fn pim_tree_names_only_keys_that_change_nothing() {
     let used = [

@@ -176,7 +176,7 @@ pub fn run(args: MicrobenchArgs) -> Result<(), Error> {
     super::check_output_paths(&[("--out", args.out.as_deref())], machine_file.as_slice())?;
     let (machine, sweeps) = inputs(&args.name, &args.machine, &args.set)?;
     let prim_suites = microbench::benchmarks_of(&args.name);
-    for w in machine.warnings() {
+    for w in machine.timing_warnings() {
         eprintln!("warning: {w}");
     }
     let phase = format!("running suite {}", args.name);

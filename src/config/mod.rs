@@ -294,6 +294,9 @@ pub struct Attribution {
     /// Keys (relative to the file) whose value after every override is the one the file
     /// had (numbers compared by value: `60.0` is the file's `60`).
     pub unchanged: Vec<String>,
+    /// The file's own value of each key an override set (keys the file did not have are
+    /// absent), so that a note can tell whether a run needed the change.
+    pub file_values: Vec<(String, toml::Value)>,
 }
 
 impl Attribution {
@@ -330,6 +333,13 @@ impl Attribution {
 
     /// The last `--set` of exactly `key` (not of a section holding it), when the key's final
     /// value differs from the file's: the override that changed it.
+    /// The file's value of `key` before the overrides, if an override set it and the file
+    /// had it.
+    pub fn file_value(&self, key: &str) -> Option<&toml::Value> {
+        let (_, value) = self.file_values.iter().find(|(k, _)| k == key)?;
+        Some(value)
+    }
+
     pub fn changed(&self, key: &str) -> Option<&str> {
         let (_, text) = self.overrides.iter().rev().find(|(k, _)| k == key)?;
         (!self.unchanged.iter().any(|k| k == key)).then_some(text.as_str())
@@ -569,6 +579,9 @@ impl Source {
             )
             .cloned()
             .collect();
+        let file_values = (applied.iter())
+            .filter_map(|(key, _)| Some((key.clone(), value_at(&original, key)?.clone())))
+            .collect();
         Ok(Source {
             table,
             attribution: Attribution {
@@ -576,6 +589,7 @@ impl Source {
                 overrides: applied,
                 created_sections,
                 unchanged,
+                file_values,
             },
             prefix: prefix.map(str::to_owned),
         })

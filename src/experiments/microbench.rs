@@ -60,7 +60,7 @@ impl MicrobenchReport {
             command_line: None,
             config_fnv1a64: super::config_fnv1a64(&config),
             config,
-            warnings: machine.warnings(),
+            warnings: machine.timing_warnings(),
         }
     }
 }

@@ -965,7 +965,7 @@ fn report(
     let t = timing(workload, timeline);
     let saturated = saturation(workload, timeline);
     let index_fields = index_fields(index);
-    let mut warnings = machine.warnings();
+    let mut warnings = machine.timing_warnings();
     warnings.extend(index.warnings());
     warnings.extend(index::unused_machine_keys(index, machine, workload));
     let partitioner = &config.workload.partition.partitioner;
