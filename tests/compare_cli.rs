@@ -141,6 +141,7 @@ fn different_configurations_and_bad_files_are_refused() {
         &[
             "different configurations",
             "`config.workload.queries.skew`, 1.0 in BASE and 0.8 in NEW",
+            "pass --what-if",
         ],
     );
 
@@ -322,5 +323,46 @@ fn a_defaulted_key_or_a_description_is_not_another_configuration() {
     assert_bad(
         &o,
         &["`config.workload.batches.new_key`, absent in BASE and 1 in NEW"],
+    );
+}
+
+/// A what-if: two runs of different configurations compare with `--what-if`, which lists
+/// every configuration key that differs before the metrics they moved; the exit code still
+/// says whether a metric moved beyond the tolerances.
+#[test]
+fn a_what_if_lists_the_changed_keys_and_what_they_moved() {
+    let d = dir("compare_what_if");
+    let (a, b) = (d.join("a.json"), d.join("b.json"));
+    run_to(&a, &[]);
+    let faster = [
+        "--set",
+        "machine.dpu.clock_mhz=700",
+        "--set",
+        "queries.skew=0.8",
+    ];
+    run_to(&b, &faster);
+    let o = compare(&a, &b, &["--what-if", "--metric", "batch_time_us"]);
+    assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[0], "configuration (BASE -> NEW):", "{}", o.stdout);
+    assert_eq!(
+        lines[1], "  machine.dpu.clock_mhz: 350.0 -> 700.0",
+        "{}",
+        o.stdout
+    );
+    assert_eq!(
+        lines[2], "  workload.queries.skew: 1.0 -> 0.8",
+        "{}",
+        o.stdout
+    );
+    assert!(lines[4].starts_with("batch_time_us.mean "), "{}", o.stdout);
+    let o = compare(&a, &b, &["--what-if", "--rtol", "10"]);
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    // Without a difference there is nothing to list.
+    let o = compare(&a, &a, &["--what-if"]);
+    assert!(
+        o.code == Some(0) && !o.stdout.contains("configuration"),
+        "{}",
+        o.stdout
     );
 }

@@ -3,7 +3,7 @@
 use super::write_stdout;
 use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::compare::{Comparison, Moved, Tolerance, compare_files};
+use crate::experiments::compare::{Comparison, Configs, Moved, Tolerance, compare_files};
 use crate::experiments::sweep::compare_sweeps;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,11 @@ pub struct CompareArgs {
     /// `config`, `git_commit` and `schema_version`.
     #[arg(long = "metric", value_name = "PATH")]
     metrics: Vec<String>,
+    /// Compare results of different configurations (a baseline and a what-if): list the
+    /// configuration keys that differ, then the metrics that moved. The exit code still
+    /// says whether a metric moved beyond the tolerances.
+    #[arg(long)]
+    what_if: bool,
 }
 
 fn tolerance(args: &CompareArgs) -> Result<Tolerance, InputError> {
@@ -80,10 +85,14 @@ pub fn run(args: CompareArgs) -> Result<i32, Error> {
         )
         .into());
     }
+    let configs = match args.what_if {
+        true => Configs::MayDiffer,
+        false => Configs::Same,
+    };
     let comparison = if args.base.is_dir() {
-        compare_sweeps(&args.base, &args.new, tol, &args.metrics)?
+        compare_sweeps(&args.base, &args.new, tol, &args.metrics, configs)?
     } else {
-        compare_files(&args.base, &args.new, tol, &args.metrics)?
+        compare_files(&args.base, &args.new, tol, &args.metrics, configs)?
     };
     write_stdout(&report(&comparison, &args.base, &args.new))?;
     Ok(if comparison.regressions() > 0 {
@@ -136,6 +145,13 @@ fn report(c: &Comparison, base: &Path, new: &Path) -> String {
         }
     }
     let mut out = String::new();
+    if !c.config_changes.is_empty() {
+        out.push_str("configuration (BASE -> NEW):\n");
+        for change in &c.config_changes {
+            let key = change.key.strip_prefix("config.").unwrap_or(&change.key);
+            out.push_str(&format!("  {key}: {} -> {}\n", change.old, change.new));
+        }
+    }
     if !c.moved.is_empty() {
         for r in &rows {
             let cells: Vec<String> = r

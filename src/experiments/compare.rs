@@ -110,6 +110,25 @@ pub struct Comparison {
     pub moved: Vec<Moved>,
     /// Metrics NEW has and BASE lacks (not compared), as `point: path` for sweeps.
     pub added: Vec<String>,
+    /// With [`Configs::MayDiffer`]: the configuration keys on which the two sides differ
+    /// (once each, over all points of a sweep).
+    pub config_changes: Vec<ConfigChange>,
+}
+
+/// A configuration key that differs between BASE and NEW, with its value on each side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigChange {
+    pub key: String,
+    pub old: String,
+    pub new: String,
+}
+
+/// Whether two results must share their configuration (a regression check: the default)
+/// or may differ in it (a what-if: the differences are listed with the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Configs {
+    Same,
+    MayDiffer,
 }
 
 impl Comparison {
@@ -209,25 +228,59 @@ fn report_schema(name: &str) -> Option<&'static Value> {
 
 /// The first dotted key at which two JSON values differ, if any.
 pub fn first_difference(a: &Value, b: &Value, prefix: &str) -> Option<String> {
+    let mut found = Vec::new();
+    differences(a, b, prefix, 1, &mut found);
+    found.pop()
+}
+
+/// Pushes onto `out` the dotted keys at which two JSON values differ, in key order, until
+/// it holds `limit`; a key one side lacks, or an array of another length, is one
+/// difference.
+fn differences(a: &Value, b: &Value, prefix: &str, limit: usize, out: &mut Vec<String>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            keys.into_iter().find_map(|k| {
+            for k in keys {
+                if out.len() >= limit {
+                    break;
+                }
                 let path = join(prefix, k);
                 match (x.get(k), y.get(k)) {
-                    (Some(u), Some(v)) => first_difference(u, v, &path),
-                    _ => Some(path),
+                    (Some(u), Some(v)) => differences(u, v, &path, limit, out),
+                    _ => out.push(path),
                 }
-            })
+            }
         }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{prefix}[{i}]"))),
-        (Value::Number(x), Value::Number(y)) => (!same_number(x, y)).then(|| prefix.to_owned()),
-        _ => (a != b).then(|| prefix.to_owned()),
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                if out.len() < limit {
+                    differences(u, v, &format!("{prefix}[{i}]"), limit, out);
+                }
+            }
+        }
+        (Value::Number(x), Value::Number(y)) if same_number(x, y) => {}
+        (Value::Number(_), Value::Number(_)) => out.push(prefix.to_owned()),
+        _ if a != b => out.push(prefix.to_owned()),
+        _ => {}
     }
+}
+
+/// Every configuration key on which two comparable results differ, with its value on each
+/// side (`absent` where a side lacks it), for a comparison across configurations.
+fn config_changes(base: &Value, new: &Value) -> Vec<ConfigChange> {
+    let (a, b) = (measured_config(base), measured_config(new));
+    let mut keys = Vec::new();
+    differences(&a, &b, "config", usize::MAX, &mut keys);
+    let at = |c: &Value, key: &str| {
+        (c.pointer(&config_pointer(key))).map_or("absent".to_owned(), |v| v.to_string())
+    };
+    keys.into_iter()
+        .map(|key| ConfigChange {
+            old: at(&a, &key),
+            new: at(&b, &key),
+            key,
+        })
+        .collect()
 }
 
 /// Whether two JSON numbers have the same value, however written: `350.0` and `350` are
@@ -409,7 +462,11 @@ fn normalised<T: serde::de::DeserializeOwned + serde::Serialize>(config: &mut Va
 /// Refuses two results that cannot be compared metric by metric: different commands,
 /// suites or studies, configurations or report versions (the command first: two commands'
 /// configurations differ anyway).
-fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), InputError> {
+fn check_comparable(
+    base: (&str, &Value),
+    new: (&str, &Value),
+    configs: Configs,
+) -> Result<(), InputError> {
     // A point refused on one side only is a change of the point, compared as such; the
     // other side must be a result of a command a sweep runs (the refused point's record
     // does not say which: `run` and `partition` share the configuration's shape).
@@ -444,7 +501,8 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         ));
     }
     let (a, b) = (measured_config(base.1), measured_config(new.1));
-    if let Some(key) = first_difference(&a, &b, "config") {
+    let differs = first_difference(&a, &b, "config");
+    if let Some(key) = differs.filter(|_| configs == Configs::Same) {
         let at = |c: &Value| {
             let pointer = config_pointer(&key);
             c.pointer(&pointer)
@@ -453,7 +511,7 @@ fn check_comparable(base: (&str, &Value), new: (&str, &Value)) -> Result<(), Inp
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
-                "the results have different configurations (first difference: `{key}`, {} in BASE and {} in NEW); compare results of the same configuration (to see what a change of configuration moves, run both as points of one `pimdes sweep`: its results.csv puts them side by side)",
+                "the results have different configurations (first difference: `{key}`, {} in BASE and {} in NEW); compare results of the same configuration, or pass --what-if to list the differences and what they moved",
                 at(&a),
                 at(&b)
             ),
@@ -525,18 +583,27 @@ pub fn is_result_of(result: &Value, command: &str) -> bool {
     kind(result).strip_prefix("pimdes ") == Some(command)
 }
 
-/// Compares two loaded results of the same configuration. `metrics` (dotted paths) limits
-/// the comparison to those metrics and what lies below them; the caller has checked them
-/// with [`check_metrics`] (a metric nothing holds would compare nothing).
-pub(crate) fn compare_results(
+/// Compares two loaded results metric by metric, their configurations the same or allowed
+/// to differ (`configs`). `metrics` (dotted paths) limits the comparison to those metrics
+/// and what lies below them; the caller has checked them with [`check_metrics`] (a metric
+/// nothing holds would compare nothing).
+pub(crate) fn compare_across(
     base: (&str, &Value),
     new: (&str, &Value),
     tol: Tolerance,
     metrics: &[String],
+    configs: Configs,
 ) -> Result<Comparison, InputError> {
-    check_comparable(base, new)?;
+    check_comparable(base, new, configs)?;
+    let config_changes = match configs {
+        Configs::Same => Vec::new(),
+        Configs::MayDiffer => config_changes(base.1, new.1),
+    };
     if is_refused(base.1) != is_refused(new.1) {
-        return Ok(refused_once(base.1, new.1));
+        return Ok(Comparison {
+            config_changes,
+            ..refused_once(base.1, new.1)
+        });
     }
     check_items(base, new)?;
     let mut old = Vec::new();
@@ -546,6 +613,7 @@ pub(crate) fn compare_results(
     let fresh: std::collections::BTreeMap<String, Leaf> = fresh.into_iter().collect();
     let mut out = Comparison {
         points: 1,
+        config_changes,
         ..Comparison::default()
     };
     let wanted = |path: &str| metrics.is_empty() || metrics.iter().any(|m| selected(path, m));
@@ -643,6 +711,7 @@ fn refused_once(base: &Value, new: &Value) -> Comparison {
             within: false,
         }],
         added: Vec::new(),
+        config_changes: Vec::new(),
     }
 }
 
@@ -652,6 +721,7 @@ pub fn compare_files(
     new: &Path,
     tol: Tolerance,
     metrics: &[String],
+    configs: Configs,
 ) -> Result<Comparison, InputError> {
     let a = load_result(base)?;
     let b = load_result(new)?;
@@ -665,11 +735,12 @@ pub fn compare_files(
     };
     mark_metrics(asked.0, metrics, &mut held);
     check_metrics(&asked.1.display().to_string(), metrics, &held)?;
-    compare_results(
+    compare_across(
         (&base.display().to_string(), &a),
         (&new.display().to_string(), &b),
         tol,
         metrics,
+        configs,
     )
 }
 
@@ -677,6 +748,15 @@ pub fn compare_files(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn compare_results(
+        base: (&str, &Value),
+        new: (&str, &Value),
+        tol: Tolerance,
+        metrics: &[String],
+    ) -> Result<Comparison, InputError> {
+        compare_across(base, new, tol, metrics, Configs::Same)
+    }
 
     fn result(mean: f64) -> Value {
         json!({"version": "0", "config": {"a": {"b": 1}}, "host": {"wall_s": mean},

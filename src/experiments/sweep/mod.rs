@@ -13,8 +13,8 @@ pub mod manifest;
 use crate::config::{InputError, Override};
 use crate::error::Error;
 use crate::experiments::compare::{
-    Comparison, Tolerance, check_metrics, compare_results, is_refused, is_result_of, load_result,
-    mark_metrics,
+    Comparison, Configs, Tolerance, check_metrics, compare_across, is_refused, is_result_of,
+    load_result, mark_metrics,
 };
 use crate::experiments::estimate::{Limits, check_partition, check_run};
 use crate::experiments::partition::{EffectiveConfig, run_partition};
@@ -486,6 +486,7 @@ pub fn compare_sweeps(
     new: &Path,
     tol: Tolerance,
     metrics: &[String],
+    configs: Configs,
 ) -> Result<Comparison, InputError> {
     let (a, b) = (read_index(base)?, read_index(new)?);
     let files = |i: &SweepIndex| i.points.iter().map(|p| p.file.clone()).collect::<Vec<_>>();
@@ -524,7 +525,12 @@ pub fn compare_sweeps(
             mark_metrics(&ra, metrics, &mut held);
         }
         let names = (pa.display().to_string(), pb.display().to_string());
-        let c = compare_results((&names.0, &ra), (&names.1, &rb), tol, metrics)?;
+        let c = compare_across((&names.0, &ra), (&names.1, &rb), tol, metrics, configs)?;
+        for change in c.config_changes {
+            if !total.config_changes.contains(&change) {
+                total.config_changes.push(change);
+            }
+        }
         total.compared += c.compared;
         total.points += 1;
         total.moved.extend(c.moved.into_iter().map(|mut m| {
