@@ -144,6 +144,28 @@ fn keys_without_effect<'s>(s: &'s Study, not_read: &[&str]) -> Vec<&'s str> {
     out
 }
 
+/// The keys whose values below and above the file's both moved the batch time the same
+/// way, each by 0.05% or more: no trend to read off the two, in the study's order.
+fn keys_not_monotonic(variants: &[Variant]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for v in variants {
+        let key = v.key.as_str();
+        if out.contains(&key) {
+            continue;
+        }
+        let ran: Vec<(f64, f64)> = (variants.iter().filter(|w| w.key == key))
+            .filter_map(|w| Some((w.factor, w.batch_time_change_pct?)))
+            .collect();
+        let sides = ran.iter().any(|r| r.0 < 1.0) && ran.iter().any(|r| r.0 > 1.0);
+        let moved = ran.iter().all(|r| r.1.abs() >= 0.05);
+        let same = ran.iter().all(|r| r.1 > 0.0) || ran.iter().all(|r| r.1 < 0.0);
+        if sides && moved && same {
+            out.push(key);
+        }
+    }
+    out
+}
+
 /// The study as a table: one line per key, the keys that move the batch time most first.
 fn table(s: &Study) -> String {
     let mut keys: Vec<&str> = Vec::new();
@@ -210,8 +232,54 @@ fn table(s: &Study) -> String {
             "no effect: {key}: the run reads it, but no factor moved the batch time by 0.05% (its share of the batch is that small, or the batch is bound elsewhere: by another stage or, with async launches, by the host's polling interval)"
         );
     }
+    for key in keys_not_monotonic(&s.variants) {
+        let _ = writeln!(
+            t,
+            "not monotonic: {key}: a smaller and a larger value both moved the batch time the same way, so the two give no trend (an optimum, or, for changes under 1%, the schedule's discreteness: tasklets and DMAs falling into another order); more --factors show which"
+        );
+    }
     if s.variants.iter().any(|v| v.unchanged) {
         t.push_str("unchanged: the factor left the value as it was (integers round, and stay at least 1); not run\n");
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn variant(key: &str, factor: f64, change: Option<f64>) -> Variant {
+        Variant {
+            key: key.to_owned(),
+            base_value: toml::Value::Integer(10),
+            factor,
+            value: toml::Value::Float(10.0 * factor),
+            figures: None,
+            batch_time_change_pct: change,
+            refused: None,
+            unchanged: change.is_none(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Same-signed moves on both sides are named; a trend, a move under 0.05%, one side
+    /// only (the other refused or unchanged), or two factors on one side are not.
+    #[test]
+    fn only_keys_moved_the_same_way_on_both_sides_are_not_monotonic() {
+        let variants = [
+            variant("both_down", 0.5, Some(-0.2)),
+            variant("both_down", 2.0, Some(-0.1)),
+            variant("optimum", 0.5, Some(3.0)),
+            variant("optimum", 2.0, Some(1.0)),
+            variant("trend", 0.5, Some(-4.1)),
+            variant("trend", 2.0, Some(9.1)),
+            variant("tiny", 0.5, Some(-0.2)),
+            variant("tiny", 2.0, Some(-0.01)),
+            variant("one_side", 0.5, Some(-0.2)),
+            variant("one_side", 2.0, None),
+            variant("below", 0.25, Some(-0.2)),
+            variant("below", 0.5, Some(-0.1)),
+        ];
+        assert_eq!(keys_not_monotonic(&variants), ["both_down", "optimum"]);
+    }
 }
