@@ -53,3 +53,45 @@ fn split_launches_count_each_transfer() {
         assert_eq!(counted, 9, "{stage}: {b}");
     }
 }
+
+/// Each direction's padded bytes are what a parallel transfer moves: the largest buffer
+/// of the rank times its DPUs (one rank of 16 here, so a multiple of 16 no smaller than
+/// the bytes carried), and the table's row gives both counts in MB.
+#[test]
+fn padded_bytes_are_the_largest_buffer_times_the_ranks_dpus() {
+    let sets = [
+        "machine.ranks=1",
+        "machine.usable_dpus=16",
+        "batches.measured=1",
+    ];
+    let o = run_tiny(&["--json", "--quiet"], &sets);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let report: Value = serde_json::from_str(&o.stdout).unwrap();
+    let metric = |stage: &str, key: &str| {
+        let m = &report["policies"][stage]["metrics"][key];
+        m.as_f64().unwrap_or_else(|| panic!("{stage}.{key}: {m}"))
+    };
+    let push = (
+        metric("routing", "bytes_sent"),
+        metric("routing", "bytes_moved_with_padding"),
+    );
+    let pull = (
+        metric("postprocessing", "bytes_received"),
+        metric("postprocessing", "bytes_moved_with_padding"),
+    );
+    for (carried, moved) in [push, pull] {
+        assert!(
+            moved > carried && moved % 16.0 == 0.0,
+            "{carried} / {moved}"
+        );
+    }
+    let table = run_tiny(&["--quiet"], &sets).stdout;
+    let row = format!(
+        "CPU -> DPU {:.2} / {:.2} MB, DPU -> CPU {:.2} / {:.2} MB (batch mean)",
+        push.0 / 1e6,
+        push.1 / 1e6,
+        pull.0 / 1e6,
+        pull.1 / 1e6
+    );
+    assert!(table.contains(&row), "{row}\n{table}");
+}

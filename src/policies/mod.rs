@@ -445,6 +445,7 @@ impl PostprocessingPolicy for HostMerge {
             .map(|&n| result_buffer_bytes(env.kind, n))
             .collect();
         let received: u64 = pull_bytes.iter().sum();
+        let moved = moved_bytes(env.machine, TransferKind::Parallel, &pull_bytes);
         Cost {
             work: HostWork {
                 queries_routed: 0,
@@ -453,7 +454,10 @@ impl PostprocessingPolicy for HostMerge {
                 ..HostWork::default()
             },
             bytes: pull_bytes,
-            metrics: vec![("bytes_received", received as f64)],
+            metrics: vec![
+                ("bytes_received", received as f64),
+                ("bytes_moved_with_padding", moved as f64),
+            ],
         }
     }
 }

@@ -480,6 +480,23 @@ impl BForest {
         }
     }
 
+    /// The bytes each direction's transfers carried, against those they moved: a parallel
+    /// transfer moves each rank's largest buffer to or from every DPU of the rank (means
+    /// over the measured batches, each batch's push and pull taken as one transfer).
+    fn padding_row(&self) -> Option<(String, String)> {
+        let [push, _, pull] = &self.tally.metric_sums;
+        let batches = self.tally.batches.max(1) as f64;
+        let mb = |m: &BTreeMap<&str, f64>, key: &str| Some(*m.get(key)? / batches / 1e6);
+        let text = format!(
+            "CPU -> DPU {:.2} / {:.2} MB, DPU -> CPU {:.2} / {:.2} MB (batch mean)",
+            mb(push, "bytes_sent")?,
+            mb(push, "bytes_moved_with_padding")?,
+            mb(pull, "bytes_received")?,
+            mb(pull, "bytes_moved_with_padding")?,
+        );
+        Some(("bytes: carried / moved".to_owned(), text))
+    }
+
     /// What kept the slowest DPU busy: the share of its cycles its instructions need at the
     /// rate its tasklets can issue, and the share its DMA engine was busy (means over the
     /// measured batches; the two overlap). Near 100 % is what bound it; neither near it
@@ -598,6 +615,7 @@ impl Index for BForest {
             "IF_q / IF_d / chunk floor".to_owned(),
             format!("{:.3} / {:.3} / {:.2}", i.queries, i.data, i.chunk_floor),
         )];
+        rows.extend(self.padding_row());
         rows.extend(self.bound_row());
         let launches = self.tally.most_launches;
         if launches > 1 {
