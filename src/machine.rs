@@ -1072,7 +1072,7 @@ fn dma_sizes(m: &RawDma, source: &Source) -> Result<(u64, u64, u64), InputError>
         return Err(source.error_at_any(
             &[size_key, align_key],
             format!(
-                "the DMA sizes {min} and {max} must be multiples of dma.alignment_bytes = {align}"
+                "dma.min_size_bytes = {min} and dma.max_size_bytes = {max} must be multiples of dma.alignment_bytes = {align}"
             ),
         ));
     }

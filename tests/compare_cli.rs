@@ -211,7 +211,18 @@ fn different_configurations_and_bad_files_are_refused() {
     assert_bad(&compare(&a, &foreign, &[]), &["not a pimdes result"]);
     assert_bad(
         &compare(&a, &a, &["--metric", "nope.mean"]),
-        &["`nope.mean` is not a metric of"],
+        &[
+            "`nope.mean` is not a metric of",
+            "it has `answers_verified`, `batch_interval_us`",
+        ],
+    );
+    // A wrong name in a known section is answered with that section's metrics.
+    assert_bad(
+        &compare(&a, &a, &["--metric", "breakdown_us.kernel"]),
+        &[
+            "it has `breakdown_us.communication`, ",
+            "`breakdown_us.dpu_kernel`",
+        ],
     );
     assert_bad(&compare(&a, &a, &["--rtol=-1"]), &["--rtol"]);
 }

@@ -166,6 +166,45 @@ fn keys_not_monotonic(variants: &[Variant]) -> Vec<&str> {
     out
 }
 
+/// The lines after the table: refused variants, keys the run does not read, other
+/// warnings, keys without effect or without a trend, factors that changed nothing.
+fn notes(s: &Study, t: &mut String) {
+    let mut not_read: Vec<&str> = Vec::new();
+    for v in &s.variants {
+        if let Some(reason) = &v.refused {
+            let _ = writeln!(t, "refused: {} = {}: {reason}", v.key, v.value);
+        }
+        for w in &v.warnings {
+            // A key the run does not read is said once, not once per factor.
+            match w.split_once(crate::index::NOT_READ) {
+                Some((_, why)) if !not_read.contains(&v.key.as_str()) => {
+                    not_read.push(&v.key);
+                    let _ = writeln!(t, "not read: {}: {why}", v.key);
+                }
+                Some(_) => {}
+                None => {
+                    let _ = writeln!(t, "warning: {} = {}: {w}", v.key, v.value);
+                }
+            }
+        }
+    }
+    for key in keys_without_effect(s, &not_read) {
+        let _ = writeln!(
+            t,
+            "no effect: {key}: the run reads it, but no factor moved the batch time by 0.05% (its share of the batch is that small, or the batch is bound elsewhere: by another stage or, with async launches, by the host's polling interval)"
+        );
+    }
+    for key in keys_not_monotonic(&s.variants) {
+        let _ = writeln!(
+            t,
+            "not monotonic: {key}: a smaller and a larger value both moved the batch time the same way, so the two give no trend (an optimum, or, for changes under 1%, the schedule's discreteness: tasklets and DMAs falling into another order); more --factors show which"
+        );
+    }
+    if s.variants.iter().any(|v| v.unchanged) {
+        t.push_str("unchanged: the factor left the value as it was (integers round, and stay at least 1); not run\n");
+    }
+}
+
 /// The study as a table: one line per key, the keys that move the batch time most first.
 fn table(s: &Study) -> String {
     let mut keys: Vec<&str> = Vec::new();
@@ -207,40 +246,7 @@ fn table(s: &Study) -> String {
         }
         t.push('\n');
     }
-    let mut not_read: Vec<&str> = Vec::new();
-    for v in &s.variants {
-        if let Some(reason) = &v.refused {
-            let _ = writeln!(t, "refused: {} = {}: {reason}", v.key, v.value);
-        }
-        for w in &v.warnings {
-            // A key the run does not read is said once, not once per factor.
-            match w.split_once(crate::index::NOT_READ) {
-                Some((_, why)) if !not_read.contains(&v.key.as_str()) => {
-                    not_read.push(&v.key);
-                    let _ = writeln!(t, "not read: {}: {why}", v.key);
-                }
-                Some(_) => {}
-                None => {
-                    let _ = writeln!(t, "warning: {} = {}: {w}", v.key, v.value);
-                }
-            }
-        }
-    }
-    for key in keys_without_effect(s, &not_read) {
-        let _ = writeln!(
-            t,
-            "no effect: {key}: the run reads it, but no factor moved the batch time by 0.05% (its share of the batch is that small, or the batch is bound elsewhere: by another stage or, with async launches, by the host's polling interval)"
-        );
-    }
-    for key in keys_not_monotonic(&s.variants) {
-        let _ = writeln!(
-            t,
-            "not monotonic: {key}: a smaller and a larger value both moved the batch time the same way, so the two give no trend (an optimum, or, for changes under 1%, the schedule's discreteness: tasklets and DMAs falling into another order); more --factors show which"
-        );
-    }
-    if s.variants.iter().any(|v| v.unchanged) {
-        t.push_str("unchanged: the factor left the value as it was (integers round, and stay at least 1); not run\n");
-    }
+    notes(s, &mut t);
     t
 }
 

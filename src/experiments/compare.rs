@@ -550,24 +550,65 @@ fn not_current(base: &Value, new: &Value) -> &'static str {
 }
 
 /// Which `--metric`s BASE's results hold: marks in `held` those `result` holds.
-pub fn mark_metrics(result: &Value, metrics: &[String], held: &mut [bool]) {
+pub fn mark_metrics(result: &Value, metrics: &[String], held: &mut [bool]) -> Vec<String> {
     let mut all = Vec::new();
     leaves(result, "", &mut all);
     for (m, h) in metrics.iter().zip(held.iter_mut()) {
         *h = *h || all.iter().any(|(p, _)| selected(p, m));
     }
+    all.into_iter().map(|(path, _)| path).collect()
+}
+
+/// What a `--metric` that nothing holds may have meant: the metrics one level below its
+/// longest section that `known` (metric paths) has, else `known`'s top-level sections.
+fn metric_suggestions(metric: &str, known: &[String]) -> String {
+    const SHOWN: usize = 12;
+    let mut prefix = metric;
+    let mut found = std::collections::BTreeSet::new();
+    while let Some((parent, _)) = prefix.rsplit_once('.') {
+        let under = known
+            .iter()
+            .filter_map(|p| p.strip_prefix(&format!("{parent}.")));
+        let next =
+            |rest: &str| format!("{parent}.{}", rest.split(['.', '[']).next().unwrap_or(rest));
+        found.extend(under.map(next));
+        if !found.is_empty() {
+            break;
+        }
+        prefix = parent;
+    }
+    if found.is_empty() {
+        let top = known
+            .iter()
+            .map(|p| p.split(['.', '[']).next().unwrap_or(p).to_owned());
+        found.extend(top);
+    }
+    let shown: Vec<String> = found.iter().take(SHOWN).map(|p| format!("`{p}`")).collect();
+    let more = found.len().saturating_sub(SHOWN);
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!("{}{tail}", shown.join(", "))
 }
 
 /// Refuses a `--metric` that BASE's results did not hold (`held`, from [`mark_metrics`]
 /// over one file, or over a sweep's points other than the refused ones, which have no
 /// metrics); `base` names them.
-pub fn check_metrics(base: &str, metrics: &[String], held: &[bool]) -> Result<(), InputError> {
+pub fn check_metrics(
+    base: &str,
+    metrics: &[String],
+    held: &[bool],
+    known: &[String],
+) -> Result<(), InputError> {
     match metrics.iter().zip(held).find(|(_, h)| !**h) {
         None => Ok(()),
         Some((m, _)) => Err(InputError::plain(
             format!("--metric {m}"),
             format!(
-                "`{m}` is not a metric of {base} (give a dotted path such as `batch_time_us.mean`)"
+                "`{m}` is not a metric of {base} (give a dotted path such as `batch_time_us.mean`; it has {})",
+                metric_suggestions(m, known)
             ),
         )),
     }
@@ -733,8 +774,8 @@ pub fn compare_files(
     } else {
         (&a, base)
     };
-    mark_metrics(asked.0, metrics, &mut held);
-    check_metrics(&asked.1.display().to_string(), metrics, &held)?;
+    let known = mark_metrics(asked.0, metrics, &mut held);
+    check_metrics(&asked.1.display().to_string(), metrics, &held, &known)?;
     compare_across(
         (&base.display().to_string(), &a),
         (&new.display().to_string(), &b),
@@ -810,8 +851,8 @@ mod tests {
         let held = |m: &str| {
             let metrics = [m.to_owned()];
             let mut held = [false];
-            mark_metrics(&result(1.0), &metrics, &mut held);
-            check_metrics("a", &metrics, &held)
+            let known = mark_metrics(&result(1.0), &metrics, &mut held);
+            check_metrics("a", &metrics, &held, &known)
         };
         assert!(held("batch_time_us.mean").is_ok());
         assert!(held("batch_time").is_err());

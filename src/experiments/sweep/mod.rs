@@ -518,11 +518,12 @@ pub fn compare_sweeps(
     let mut total = Comparison::default();
     // A metric is asked of the points that have metrics: a refused point has none.
     let mut held = vec![false; metrics.len()];
+    let mut known = Vec::new();
     for file in &fa {
         let (pa, pb) = (base.join(file), new.join(file));
         let (ra, rb) = (load_result(&pa)?, load_result(&pb)?);
         if !is_refused(&ra) {
-            mark_metrics(&ra, metrics, &mut held);
+            known = mark_metrics(&ra, metrics, &mut held);
         }
         let names = (pa.display().to_string(), pb.display().to_string());
         let c = compare_across((&names.0, &ra), (&names.1, &rb), tol, metrics, configs)?;
@@ -542,6 +543,6 @@ pub fn compare_sweeps(
             .extend(c.added.into_iter().map(|path| format!("{file}: {path}")));
     }
     let whose = format!("any measured point of {}", base.display());
-    check_metrics(&whose, metrics, &held)?;
+    check_metrics(&whose, metrics, &held, &known)?;
     Ok(total)
 }
