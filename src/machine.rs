@@ -716,14 +716,16 @@ impl Machine {
     }
 
     /// [`Machine::warnings`] and, for the commands that time the machine, what a change of
-    /// the DPU clock also changes: every DMA cost is in DPU cycles, so unless a DMA key was
-    /// set too, MRAM speeds up with the core.
+    /// the DPU clock also changes: every DMA cost is in DPU cycles, so unless a DMA cost
+    /// was changed too, MRAM's speed scales with the core's.
     pub fn timing_warnings(&self) -> Vec<String> {
         let a = &self.attribution;
-        let dma_set = a.overrides.iter().any(|(key, _)| key.starts_with("dma"));
-        let clock = a.changed("dpu.clock_mhz").filter(|_| !dma_set).map(|set| {
+        let dma_changed = (a.overrides.iter()).any(|(key, _)| {
+            key.starts_with("dma.") && key.contains("cycles") && a.changed(key).is_some()
+        });
+        let clock = a.changed("dpu.clock_mhz").filter(|_| !dma_changed).map(|set| {
             format!(
-                "--set {set} speeds up MRAM with the core: every DMA cost is in DPU cycles; for a faster core on the same DRAM, raise the DMA's cycle counts with the clock too (machine.dma.occupancy_fixed_cycles at least; docs/machine-model.md)"
+                "--set {set} scales MRAM's speed with the core's: every DMA cost is in DPU cycles; for another core clock on the same DRAM, scale the DMA's cycle counts with the clock too (machine.dma.occupancy_fixed_cycles at least; docs/machine-model.md)"
             )
         });
         self.warnings().into_iter().chain(clock).collect()

@@ -213,16 +213,18 @@ fn different_configurations_and_bad_files_are_refused() {
         &compare(&a, &a, &["--metric", "nope.mean"]),
         &[
             "`nope.mean` is not a metric of",
-            "it has `answers_verified`, `batch_interval_us`",
+            "`answers_verified`, `batch_interval_us`",
         ],
     );
     // A wrong name in a known section is answered with that section's metrics.
     assert_bad(
         &compare(&a, &a, &["--metric", "breakdown_us.kernel"]),
-        &[
-            "it has `breakdown_us.communication`, ",
-            "`breakdown_us.dpu_kernel`",
-        ],
+        &["it has `breakdown_us.dpu_kernel`, `breakdown_us.communication`, "],
+    );
+    // A name close to a metric's puts that metric first.
+    assert_bad(
+        &compare(&a, &a, &["--metric", "throughput"]),
+        &["it has `throughput_queries_per_s`, `answers_verified`"],
     );
     assert_bad(&compare(&a, &a, &["--rtol=-1"]), &["--rtol"]);
 }

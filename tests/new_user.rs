@@ -169,18 +169,25 @@ fn the_tutorials_json_example_reads_the_numbers_it_states() {
     }
 }
 
-/// A faster DPU clock alone speeds up MRAM too (DMA costs are in DPU cycles): the timing
-/// commands say so, unless a DMA key was set with it; `partition`, which times nothing,
-/// does not.
+/// A DPU clock changed alone changes MRAM's speed too (DMA costs are in DPU cycles): the
+/// timing commands say so, unless a DMA cycle count was changed with it (not a DMA size,
+/// nor a cycle count set to the file's value); `partition`, which times nothing, does not.
 #[test]
 fn a_clock_change_says_it_speeds_up_mram() {
-    let note = |o: &common::Outcome| o.stderr.contains("speeds up MRAM with the core");
+    let note = |o: &common::Outcome| o.stderr.contains("scales MRAM's speed with the core's");
     let clock = ["machine.dpu.clock_mhz=700", "batches.measured=1"];
     let run = common::run_tiny(&["--quiet"], &clock);
     assert!(run.code == Some(0) && note(&run), "{}", run.stderr);
     let with_dma = [&clock[..], &["machine.dma.occupancy_fixed_cycles=32"]].concat();
     let run = common::run_tiny(&["--quiet"], &with_dma);
     assert!(run.code == Some(0) && !note(&run), "{}", run.stderr);
+    for other in [
+        "machine.dma.max_size_bytes=1024",
+        "machine.dma.occupancy_fixed_cycles=16",
+    ] {
+        let run = common::run_tiny(&["--quiet"], &[&clock[..], &[other]].concat());
+        assert!(run.code == Some(0) && note(&run), "{other}: {}", run.stderr);
+    }
     let partition = common::tiny("partition", &["--quiet"], &clock[..1]);
     assert!(
         partition.code == Some(0) && !note(&partition),

@@ -55,8 +55,9 @@ fn split_launches_count_each_transfer() {
 }
 
 /// Each direction's padded bytes are what a parallel transfer moves: the largest buffer
-/// of the rank times its DPUs (one rank of 16 here, so a multiple of 16 no smaller than
-/// the bytes carried), and the table's row gives both counts in MB.
+/// of the rank times its DPUs that have one (one rank of 16 here, every DPU with queries:
+/// a multiple of 16, above the bytes carried under skew), and the table's row gives both
+/// counts in MB.
 #[test]
 fn padded_bytes_are_the_largest_buffer_times_the_ranks_dpus() {
     let sets = [

@@ -52,7 +52,7 @@ enum Command {
     Microbench(microbench::MicrobenchArgs),
     /// Compare two results (or two sweep directories) metric by metric: exit 0 when every
     /// metric is within tolerance, 1 when one is not, 2 on bad input or different
-    /// configurations.
+    /// configurations (unless --what-if).
     Compare(compare::CompareArgs),
     /// Run every point of a manifest (a grid of `--set` values) into one result file each,
     /// resumably; list the points as command lines; or collect them into CSV and JSON Lines.

@@ -197,7 +197,7 @@ fn notes(s: &Study, t: &mut String) {
     for key in keys_not_monotonic(&s.variants) {
         let _ = writeln!(
             t,
-            "not monotonic: {key}: a smaller and a larger value both moved the batch time the same way, so the two give no trend (an optimum, or, for changes under 1%, the schedule's discreteness: tasklets and DMAs falling into another order); more --factors show which"
+            "not monotonic: {key}: a smaller and a larger value both moved the batch time the same way, so the two give no trend (the file's value is a best or worst point, or, for changes under 1%, the schedule's discreteness: tasklets and DMAs falling into another order); other --factors tell which"
         );
     }
     if s.variants.iter().any(|v| v.unchanged) {

@@ -294,9 +294,8 @@ pub struct Attribution {
     /// Keys (relative to the file) whose value after every override is the one the file
     /// had (numbers compared by value: `60.0` is the file's `60`).
     pub unchanged: Vec<String>,
-    /// The file's own value of each key an override set (keys the file did not have are
-    /// absent), so that a note can tell whether a run needed the change.
-    pub file_values: Vec<(String, toml::Value)>,
+    /// Keys whose number an override raised above the file's (or that the file lacked).
+    pub raised: Vec<String>,
 }
 
 impl Attribution {
@@ -331,15 +330,14 @@ impl Attribution {
         blame_rule(&[(self, keys)], (self, first), reason)
     }
 
-    /// The last `--set` of exactly `key` (not of a section holding it), when the key's final
-    /// value differs from the file's: the override that changed it.
-    /// The file's value of `key` before the overrides, if an override set it and the file
-    /// had it.
-    pub fn file_value(&self, key: &str) -> Option<&toml::Value> {
-        let (_, value) = self.file_values.iter().find(|(k, _)| k == key)?;
-        Some(value)
+    /// Whether an override raised the number at `key` above the file's, or supplied a key
+    /// the file lacked: a capacity raised may have been what let a run fit.
+    pub fn raised(&self, key: &str) -> bool {
+        self.raised.iter().any(|k| k == key)
     }
 
+    /// The last `--set` of exactly `key` (not of a section holding it), when the key's final
+    /// value differs from the file's: the override that changed it.
     pub fn changed(&self, key: &str) -> Option<&str> {
         let (_, text) = self.overrides.iter().rev().find(|(k, _)| k == key)?;
         (!self.unchanged.iter().any(|k| k == key)).then_some(text.as_str())
@@ -579,8 +577,9 @@ impl Source {
             )
             .cloned()
             .collect();
-        let file_values = (applied.iter())
-            .filter_map(|(key, _)| Some((key.clone(), value_at(&original, key)?.clone())))
+        let raised = (applied.iter().map(|(key, _)| key))
+            .filter(|key| raised(value_at(&original, key), value_at(&fin, key)))
+            .cloned()
             .collect();
         Ok(Source {
             table,
@@ -589,7 +588,7 @@ impl Source {
                 overrides: applied,
                 created_sections,
                 unchanged,
-                file_values,
+                raised,
             },
             prefix: prefix.map(str::to_owned),
         })
@@ -709,6 +708,19 @@ impl Source {
 const NOT_A_NAME: &str = "invalid type: unit variant, expected string only";
 
 /// The value at dotted `path` below `value` (`dpu.dma.alignment_bytes`).
+/// Whether a number went up from `was` (the file's) to `is` (after the overrides), or
+/// came where the file had none.
+fn raised(was: Option<&toml::Value>, is: Option<&toml::Value>) -> bool {
+    let number = |v: Option<&toml::Value>| {
+        v.and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+    };
+    match (number(was), number(is)) {
+        (Some(was), Some(is)) => is > was,
+        (None, Some(_)) => true,
+        _ => false,
+    }
+}
+
 pub fn value_at<'v>(value: &'v toml::Value, path: &str) -> Option<&'v toml::Value> {
     path.split('.').try_fold(value, |v, k| v.get(k))
 }

@@ -560,7 +560,8 @@ pub fn mark_metrics(result: &Value, metrics: &[String], held: &mut [bool]) -> Ve
 }
 
 /// What a `--metric` that nothing holds may have meant: the metrics one level below its
-/// longest section that `known` (metric paths) has, else `known`'s top-level sections.
+/// longest section that `known` (metric paths) has, else `known`'s top-level sections (an
+/// array such as `records` whole), those holding the metric's last name first.
 fn metric_suggestions(metric: &str, known: &[String]) -> String {
     const SHOWN: usize = 12;
     let mut prefix = metric;
@@ -583,6 +584,12 @@ fn metric_suggestions(metric: &str, known: &[String]) -> String {
             .map(|p| p.split(['.', '[']).next().unwrap_or(p).to_owned());
         found.extend(top);
     }
+    if found.is_empty() {
+        return "no metric at all".to_owned();
+    }
+    let name = metric.rsplit('.').next().unwrap_or(metric);
+    let mut found: Vec<String> = found.into_iter().collect();
+    found.sort_by_key(|p| !p.contains(name));
     let shown: Vec<String> = found.iter().take(SHOWN).map(|p| format!("`{p}`")).collect();
     let more = found.len().saturating_sub(SHOWN);
     let tail = if more > 0 {

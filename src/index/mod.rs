@@ -439,16 +439,9 @@ pub fn unused_machine_keys(
         }
     }
     let capacity = "it is a capacity, not a speed; the run fit, and no simulated time depends on it (docs/machine-model.md)";
-    // The run may have needed a larger tasklet limit than the file's: then the change did
-    // something (the other capacities are not checked against the run's use).
-    let file_limit = a
-        .file_value("dpu.max_tasklets")
-        .and_then(toml::Value::as_integer);
-    let needed = file_limit.is_some_and(|limit| limit < i64::from(workload.tasklets));
-    for key in CAPACITY_KEYS
-        .iter()
-        .filter(|&&k| !(needed && k == "dpu.max_tasklets"))
-    {
+    // A capacity raised above the file's may be what let the run fit (more tasklets, a
+    // larger stack): only one lowered, under which the run still fit, surely did nothing.
+    for key in CAPACITY_KEYS.iter().filter(|&&key| !a.raised(key)) {
         note(key, capacity);
     }
     notes

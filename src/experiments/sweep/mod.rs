@@ -523,7 +523,7 @@ pub fn compare_sweeps(
         let (pa, pb) = (base.join(file), new.join(file));
         let (ra, rb) = (load_result(&pa)?, load_result(&pb)?);
         if !is_refused(&ra) {
-            known = mark_metrics(&ra, metrics, &mut held);
+            known.extend(mark_metrics(&ra, metrics, &mut held));
         }
         let names = (pa.display().to_string(), pb.display().to_string());
         let c = compare_across((&names.0, &ra), (&names.1, &rb), tol, metrics, configs)?;
