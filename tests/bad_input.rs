@@ -601,6 +601,12 @@ fn a_key_in_the_wrong_section_names_where_it_lives() {
             "machine.dpu.latency_cycles_per_byte=1",
             "did you mean `machine.dma.latency_cycles_per_byte`?",
         ),
+        // A machine key without `machine.` lands in the workload, which names it.
+        (
+            "dpu.clock_mhz=700",
+            "`dpu.clock_mhz` is a machine key: did you mean `machine.dpu.clock_mhz`?",
+        ),
+        ("ranks=4", "did you mean `machine.ranks`?"),
     ] {
         let o = pimdes(&[&args[..], &["--set", set]].concat());
         assert_bad(&o, &[&format!("--set {set}"), "unknown field", hint]);

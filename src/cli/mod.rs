@@ -206,6 +206,23 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
+/// A workload error about a `--set` key the workload lacks but the machine has (the user
+/// left out `machine.`), with the key as it should be written.
+fn machine_key_hint(mut e: InputError, overrides: &[Override]) -> InputError {
+    let Some(key) = e.key.clone() else {
+        return e;
+    };
+    let unprefixed = overrides.iter().any(|o| o.key == key);
+    let machine_key = crate::config::has_key::<crate::machine::RawMachine>(&key);
+    if unprefixed && machine_key && e.reason.starts_with("unknown field") {
+        e.reason = format!(
+            "{}; `{key}` is a machine key: did you mean `machine.{key}`?",
+            e.reason
+        );
+    }
+    e
+}
+
 fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
     let overrides = common
         .set
@@ -213,7 +230,8 @@ fn load_inputs(common: &CommonArgs) -> Result<(Machine, Workload), Error> {
         .map(|s| Override::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
     let machine = Machine::load(&common.machine, &overrides)?;
-    let workload = Workload::load(&common.workload, &overrides)?;
+    let workload = (Workload::load(&common.workload, &overrides))
+        .map_err(|e| machine_key_hint(e, &overrides))?;
     // Printed now, so that they come with an error of the command too; `run` and
     // `partition` reports also carry them (see `print_report_warnings`).
     for w in machine.warnings() {

@@ -609,13 +609,7 @@ impl Source {
     pub fn deserialize_bounded<T: DeserializeOwned + schemars::JsonSchema>(
         &self,
     ) -> Result<T, InputError> {
-        let schema = || {
-            schemars::generate::SchemaSettings::draft2020_12()
-                .for_deserialize()
-                .into_generator()
-                .into_root_schema_for::<T>()
-                .to_value()
-        };
+        let schema = schema_of::<T>;
         let hints = Hints {
             range: &|path| schema_range(&schema(), path),
             elsewhere: &|field| keys_named(&schema(), field),
@@ -752,6 +746,23 @@ struct Hints<'a> {
 
 /// The dotted paths of `schema`'s keys named `field`, at any depth up to a few (at most
 /// three paths).
+/// `T`'s JSON Schema as its files are read (draft 2020-12, for deserialising).
+fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// Whether `dotted` is a key of `T`'s files (a leaf or a section).
+pub fn has_key<T: schemars::JsonSchema>(dotted: &str) -> bool {
+    let field = dotted.rsplit('.').next().unwrap_or(dotted);
+    keys_named(&schema_of::<T>(), field)
+        .iter()
+        .any(|k| k == dotted)
+}
+
 fn keys_named(schema: &serde_json::Value, field: &str) -> Vec<String> {
     fn visit(
         schema: &serde_json::Value,
