@@ -701,7 +701,6 @@ impl Source {
 /// serde's reason when a choice of names is given a number or a boolean.
 const NOT_A_NAME: &str = "invalid type: unit variant, expected string only";
 
-/// The value at dotted `path` below `value` (`dpu.dma.alignment_bytes`).
 /// Whether a number went up from `was` (the file's) to `is` (after the overrides), or
 /// came where the file had none.
 fn raised(was: Option<&toml::Value>, is: Option<&toml::Value>) -> bool {
@@ -715,6 +714,7 @@ fn raised(was: Option<&toml::Value>, is: Option<&toml::Value>) -> bool {
     }
 }
 
+/// The value at dotted `path` below `value` (`dpu.dma.alignment_bytes`).
 pub fn value_at<'v>(value: &'v toml::Value, path: &str) -> Option<&'v toml::Value> {
     path.split('.').try_fold(value, |v, k| v.get(k))
 }
@@ -744,8 +744,6 @@ struct Hints<'a> {
     elsewhere: &'a dyn Fn(&str) -> Vec<String>,
 }
 
-/// The dotted paths of `schema`'s keys named `field`, at any depth up to a few (at most
-/// three paths).
 /// `T`'s JSON Schema as its files are read (draft 2020-12, for deserialising).
 fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
     schemars::generate::SchemaSettings::draft2020_12()
@@ -763,6 +761,8 @@ pub fn has_key<T: schemars::JsonSchema>(dotted: &str) -> bool {
         .any(|k| k == dotted)
 }
 
+/// The dotted paths of `schema`'s keys named `field`, at any depth up to a few (at most
+/// three paths).
 fn keys_named(schema: &serde_json::Value, field: &str) -> Vec<String> {
     fn visit(
         schema: &serde_json::Value,

@@ -271,16 +271,19 @@ fn config_changes(base: &Value, new: &Value) -> Vec<ConfigChange> {
     let (a, b) = (measured_config(base), measured_config(new));
     let mut keys = Vec::new();
     differences(&a, &b, "config", usize::MAX, &mut keys);
-    let at = |c: &Value, key: &str| {
-        (c.pointer(&config_pointer(key))).map_or("absent".to_owned(), |v| v.to_string())
-    };
     keys.into_iter()
         .map(|key| ConfigChange {
-            old: at(&a, &key),
-            new: at(&b, &key),
+            old: config_value(&a, &key),
+            new: config_value(&b, &key),
             key,
         })
         .collect()
+}
+
+/// The value at a dotted `config.a.b[2]` key of a configuration, as JSON text, or
+/// `absent`.
+fn config_value(config: &Value, key: &str) -> String {
+    (config.pointer(&config_pointer(key))).map_or("absent".to_owned(), |v| v.to_string())
 }
 
 /// Whether two JSON numbers have the same value, however written: `350.0` and `350` are
@@ -503,17 +506,12 @@ fn check_comparable(
     let (a, b) = (measured_config(base.1), measured_config(new.1));
     let differs = first_difference(&a, &b, "config");
     if let Some(key) = differs.filter(|_| configs == Configs::Same) {
-        let at = |c: &Value| {
-            let pointer = config_pointer(&key);
-            c.pointer(&pointer)
-                .map_or("absent".to_owned(), |v| v.to_string())
-        };
         return Err(InputError::plain(
             format!("{} and {}", base.0, new.0),
             format!(
                 "the results have different configurations (first difference: `{key}`, {} in BASE and {} in NEW); compare results of the same configuration, or pass --what-if to list the differences and what they moved",
-                at(&a),
-                at(&b)
+                config_value(&a, &key),
+                config_value(&b, &key)
             ),
         ));
     }
@@ -549,7 +547,8 @@ fn not_current(base: &Value, new: &Value) -> &'static str {
     }
 }
 
-/// Which `--metric`s BASE's results hold: marks in `held` those `result` holds.
+/// Which `--metric`s BASE's results hold: marks in `held` those `result` holds, and
+/// returns every metric path `result` has (for [`check_metrics`]' suggestions).
 pub fn mark_metrics(result: &Value, metrics: &[String], held: &mut [bool]) -> Vec<String> {
     let mut all = Vec::new();
     leaves(result, "", &mut all);

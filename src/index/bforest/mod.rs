@@ -482,8 +482,8 @@ impl BForest {
 
     /// The bytes each direction's transfers carried, against those they moved: a parallel
     /// transfer moves each rank's largest buffer to or from each DPU of the rank that has a
-    /// buffer (means
-    /// over the measured batches, each batch's push and pull taken as one transfer).
+    /// buffer (means over the measured batches, each batch's push and pull taken as one
+    /// transfer).
     fn padding_row(&self) -> Option<(String, String)> {
         let [push, _, pull] = &self.tally.metric_sums;
         let batches = self.tally.batches.max(1) as f64;
