@@ -81,6 +81,13 @@ fn answers_are_verified_and_the_breakdown_tiles_the_batch() {
     let classes = b.get("cpu") + b.get("communication") + b.get("pim") + b.get("waiting");
     assert!((classes - sum).abs() < 1e-6 * sum);
     assert_eq!(field(&r, "rounds_per_batch"), 1.0);
+    let split = &r.launch_split["dpu_kernel"];
+    let parts = split.launch_us + split.slowest_dpu_us + split.until_seen_us;
+    assert!(
+        (parts - b.get("dpu_kernel")).abs() < 1e-6 * parts,
+        "{split:?}"
+    );
+    assert_eq!(split.launches, 1.0, "one launch per round");
 }
 
 #[test]

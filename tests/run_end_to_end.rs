@@ -87,6 +87,15 @@ fn breakdown_adds_up_to_the_batch_time() {
     let classes = b.get("cpu") + b.get("communication") + b.get("pim") + b.get("waiting");
     assert!((classes - sum).abs() < 1e-6 * sum, "{classes} vs {sum}");
     assert_eq!(b.get("waiting"), 0.0, "one batch at a time never waits");
+    let split = &r.launch_split["dpu_kernel"];
+    let parts = split.launch_us + split.slowest_dpu_us + split.until_seen_us;
+    assert!(
+        (parts - b.get("dpu_kernel")).abs() < 1e-6 * parts,
+        "{split:?}"
+    );
+    assert_eq!(split.until_seen_us, 0.0, "a sync launch is seen as it ends");
+    assert_eq!(split.launches, 1.0);
+    assert_eq!(r.launch_split.len(), 1, "one launching stage");
     assert!((r.throughput_queries_per_s - 2000.0 / (r.batch_time_us.mean * 1e-6)).abs() < 1e-6);
 }
 
@@ -146,6 +155,12 @@ fn a_batch_waits_for_its_slowest_dpu() {
         + m.transfer.launch_per_rank.as_us_f64() * m.ranks as f64;
     // The kernel stage is the launch cost plus the slowest DPU (histogram: 3 significant digits).
     let slowest = r.breakdown_us.get("dpu_kernel") - launch_us;
+    let split = &r.launch_split["dpu_kernel"];
+    assert!((split.launch_us - launch_us).abs() < 1e-9, "{split:?}");
+    assert!(
+        (split.slowest_dpu_us - slowest).abs() < 1e-6 * slowest,
+        "{split:?}"
+    );
     assert!(
         (slowest - r.dpu_kernel_us.max).abs() <= 0.002 * slowest,
         "{slowest} vs {}",

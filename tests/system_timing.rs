@@ -6,7 +6,9 @@
 mod common;
 
 use pimdes::engine::Time;
-use pimdes::system::exec::{Arrival, Executor, LaunchMode, PastCeiling, Protocol, Timeline, Track};
+use pimdes::system::exec::{
+    Arrival, Executor, LaunchMode, LaunchTiming, PastCeiling, Protocol, Timeline, Track,
+};
 use pimdes::system::program::{Class, Direction, Program, Stage, Step, TransferKind};
 
 const US: u64 = 1_000_000;
@@ -169,6 +171,42 @@ fn async_reads_the_fast_rank_while_the_slow_one_runs() {
     // Rank 1 is seen at 3,150 us, switched and read: the batch ends one switch earlier than
     // in sync mode.
     assert_eq!(fast.batches[0].end, Time((3150 + 67 + 100) * US) + read);
+}
+
+#[test]
+fn a_launch_splits_into_its_fixed_cost_the_slowest_dpu_and_the_wait_to_see_it() {
+    // Sync: the launch (150 us), then rank 1's 3,000 us; the host sees it as it ends.
+    let sync = read_after_launch(LaunchMode::Sync);
+    let split = LaunchTiming {
+        stage: 2,
+        fixed: Time(150 * US),
+        slowest_dpu: Time(3000 * US),
+        until_seen: Time::ZERO,
+    };
+    assert_eq!(sync.batches[0].launches, vec![split]);
+    // Async, polling every 400 us: rank 1 ends at 3,150 us and is seen at the eighth poll,
+    // 3,200 us.
+    let m = common::machine(&["ranks=2", "usable_dpus=128"]);
+    let mut dpu_us = vec![100u64; 64];
+    dpu_us.extend([3000u64; 64]);
+    let program = Program {
+        stages: stages(),
+        steps: vec![launch(&dpu_us), host(10, 1)],
+    };
+    let mut polled = protocol(LaunchMode::Async, 1, Arrival::Closed);
+    polled.poll_interval = Some(Time(400 * US));
+    let t = run(&m, polled, 1, program);
+    let seen = LaunchTiming {
+        until_seen: Time(50 * US),
+        ..split
+    };
+    assert_eq!(t.batches[0].launches, vec![seen]);
+    // The launch's segment is the three parts.
+    let kernel = &t.batches[0].segments[0];
+    assert_eq!(
+        (kernel.stage, kernel.end - kernel.start),
+        (Some(2), Time(3200 * US))
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 use crate::config::shown;
 use crate::experiments::partition::PartitionReport;
 use crate::machine::dpus_phrase;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 pub fn partition_report(r: &PartitionReport) -> String {
@@ -126,7 +127,7 @@ pub fn run_report(r: &crate::experiments::run::RunReport) -> String {
             crate::config::counted(r.measured_batches, "measured batch")
         ),
     )];
-    rows.extend(breakdown_rows(&r.breakdown_us));
+    rows.extend(breakdown_rows(&r.breakdown_us, &r.launch_split));
     rows.extend(transfer_bounds_row(r));
     rows.extend(protocol_rows(r));
     rows.extend(r.index_rows.iter().cloned());
@@ -183,18 +184,31 @@ fn run_heading(r: &crate::experiments::run::RunReport) -> String {
     )
 }
 
-/// One row per stage (and waiting, when there was any), then the split by class.
-fn breakdown_rows(b: &crate::experiments::run::Named) -> Vec<(String, String)> {
+/// One row per stage (and waiting, when there was any; a launching stage followed by its
+/// split), then the split by class.
+fn breakdown_rows(
+    b: &crate::experiments::run::Named,
+    launches: &BTreeMap<String, crate::experiments::run::LaunchSplit>,
+) -> Vec<(String, String)> {
     let classes = crate::system::program::Class::ALL.map(|c| c.key());
-    let mut rows: Vec<(String, String)> =
-        b.0.iter()
-            .filter(|(name, us)| {
-                let class = classes.contains(&name.as_str());
-                let idle = name == "waiting" && *us == 0.0;
-                !(class || idle)
-            })
-            .map(|(name, us)| (format!("  {}", stage_label(name)), format!("{us:.1} us")))
-            .collect();
+    let mut rows = Vec::new();
+    for (name, us) in &b.0 {
+        let class = classes.contains(&name.as_str());
+        let idle = name == "waiting" && *us == 0.0;
+        if class || idle {
+            continue;
+        }
+        rows.push((format!("  {}", stage_label(name)), format!("{us:.1} us")));
+        if let Some(l) = launches.get(name) {
+            rows.push((
+                "    launch / slowest DPU / until seen".into(),
+                format!(
+                    "{:.1} / {:.1} / {:.1} us",
+                    l.launch_us, l.slowest_dpu_us, l.until_seen_us
+                ),
+            ));
+        }
+    }
     rows.push((
         "  as cpu / communication / pim".into(),
         format!(

@@ -88,6 +88,24 @@ pub struct Spread {
     pub max: f64,
 }
 
+/// A launching stage's time, split (means over the measured batches).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct LaunchSplit {
+    /// Launches per batch in the stage (PIM-tree: one per round).
+    #[schemars(range(min = 0.0))]
+    pub launches: f64,
+    /// The launches' fixed cost (`transfer.launch_fixed_us` plus `launch_per_rank_us` per rank).
+    #[schemars(range(min = 0.0))]
+    pub launch_us: f64,
+    /// The slowest DPU's kernel, summed over the launches.
+    #[schemars(range(min = 0.0))]
+    pub slowest_dpu_us: f64,
+    /// From the last rank's end until the host saw it: an async launch's wait for its next
+    /// poll (`run.poll_interval_us`); zero for sync launches.
+    #[schemars(range(min = 0.0))]
+    pub until_seen_us: f64,
+}
+
 /// Per-query latency, arrival to answer (closed arrivals: the batch's start to its end).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Latency {
@@ -217,6 +235,10 @@ pub struct RunReport {
     /// `waiting` add up to `batch_time_us.mean`, and so do `cpu + communication + pim +
     /// waiting`.
     pub breakdown_us: Named,
+    /// For each stage that launches the DPUs (both indexes: `dpu_kernel`), how its time in
+    /// `breakdown_us` splits, means over the measured batches: `launch_us + slowest_dpu_us +
+    /// until_seen_us` is the stage's entry.
+    pub launch_split: BTreeMap<String, LaunchSplit>,
     pub init_us: Named,
     /// Measured queries over the measured window (end of the last warm-up batch to the end
     /// of the last batch).
@@ -739,6 +761,29 @@ fn breakdown(measured: &[&BatchTiming]) -> Named {
     stages
 }
 
+/// How each launching stage's time splits, means over the measured batches.
+fn launch_split(measured: &[&BatchTiming]) -> BTreeMap<String, LaunchSplit> {
+    let n = measured.len().max(1) as f64;
+    let mut split = BTreeMap::new();
+    for b in measured {
+        for l in &b.launches {
+            let s = split
+                .entry(b.stages[l.stage].name.to_owned())
+                .or_insert(LaunchSplit {
+                    launches: 0.0,
+                    launch_us: 0.0,
+                    slowest_dpu_us: 0.0,
+                    until_seen_us: 0.0,
+                });
+            s.launches += 1.0 / n;
+            s.launch_us += l.fixed.as_us_f64() / n;
+            s.slowest_dpu_us += l.slowest_dpu.as_us_f64() / n;
+            s.until_seen_us += l.until_seen.as_us_f64() / n;
+        }
+    }
+    split
+}
+
 /// The key under `breakdown_us` of the time no stage was on the critical path.
 const WAITING: &str = "waiting";
 
@@ -784,6 +829,7 @@ struct Timing {
     batch_interval: MeanStd,
     throughput_queries_per_s: f64,
     breakdown: Named,
+    launch_split: BTreeMap<String, LaunchSplit>,
     latency: Latency,
 }
 
@@ -823,6 +869,7 @@ fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
         },
         throughput_queries_per_s: queries as f64 / window.as_s_f64().max(1e-12),
         breakdown: breakdown(&measured),
+        launch_split: launch_split(&measured),
         latency: latency(&protocol_of(workload), &measured),
     }
 }
@@ -906,7 +953,7 @@ impl ProtocolReport {
 }
 
 /// The run report's own keys, which an index's keys must not shadow.
-pub const RESERVED_KEYS: [&str; 28] = [
+pub const RESERVED_KEYS: [&str; 29] = [
     "schema_version",
     "index",
     "dpus",
@@ -919,6 +966,7 @@ pub const RESERVED_KEYS: [&str; 28] = [
     "batch_times_us",
     "batch_interval_us",
     "breakdown_us",
+    "launch_split",
     "init_us",
     "throughput_queries_per_s",
     "latency_us",
@@ -992,6 +1040,7 @@ fn report(
         batch_times_us: t.batch_times,
         batch_interval_us: t.batch_interval,
         breakdown_us: t.breakdown,
+        launch_split: t.launch_split,
         init_us: init,
         throughput_queries_per_s: t.throughput_queries_per_s,
         latency_us: t.latency,

@@ -19,7 +19,10 @@ const RUN_FIRST: [&str; 4] = [
     "batch_interval_us.mean",
     "throughput_queries_per_s",
 ];
-const RUN_LAST: [&str; 5] = [
+const RUN_LAST: [&str; 8] = [
+    "launch_split.dpu_kernel.launch_us",
+    "launch_split.dpu_kernel.slowest_dpu_us",
+    "launch_split.dpu_kernel.until_seen_us",
     "dpu_kernel_us.max",
     "imbalance.data",
     "imbalance.queries",

@@ -48,6 +48,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
                 end: now,
                 stages: program.stages.clone(),
                 segments: Vec::new(),
+                launches: Vec::new(),
             },
             program,
             pc: 0,
@@ -58,6 +59,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             plan: Vec::new(),
             serial: VecDeque::new(),
             fused: None,
+            launch: None,
         });
         self.skip_turns_without_phase();
         self.issue_step(s, now)
@@ -135,7 +137,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
         let a = self.active(s);
         let stage = a.program.steps[a.pc].stage();
         let start = a.step_start;
-        match a.fused.take() {
+        let launch_end = match a.fused.take() {
             Some(f) => {
                 let read_stage = a.program.steps[a.pc + 1].stage();
                 // The kernel's share ends when the host has seen the last rank finish.
@@ -158,6 +160,7 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
                     end: now,
                 });
                 a.pc += 2;
+                split
             }
             None => {
                 a.timing.segments.push(Segment {
@@ -166,7 +169,21 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
                     end: now,
                 });
                 a.pc += 1;
+                now
             }
+        };
+        if let Some((fixed, slowest_dpu)) = a.launch.take() {
+            let took = launch_end - start;
+            assert!(
+                took >= fixed + slowest_dpu,
+                "a launch ends after its slowest DPU"
+            );
+            a.timing.launches.push(LaunchTiming {
+                stage,
+                fixed,
+                slowest_dpu,
+                until_seen: took - fixed - slowest_dpu,
+            });
         }
         let phase_end = a.program.dpu_phase().map(|(_, end)| end);
         if a.holds_dpus && phase_end == Some(a.pc) {

@@ -143,6 +143,19 @@ pub struct BatchTiming {
     pub stages: Vec<Stage>,
     /// The critical path, in order; it tiles `start..end` exactly.
     pub segments: Vec<Segment>,
+    /// Each launch the batch made, in order: how its share of the critical path splits.
+    pub launches: Vec<LaunchTiming>,
+}
+
+/// One launch's share of its batch's critical path (its segment of stage `stage`): the
+/// launch's fixed cost, then the slowest DPU's kernel, then the rest, `until_seen`: from the
+/// last rank's end until the host saw it (an async launch's polling; zero for a sync one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchTiming {
+    pub stage: usize,
+    pub fixed: Time,
+    pub slowest_dpu: Time,
+    pub until_seen: Time,
 }
 
 /// What a run of the executor produced.
@@ -255,6 +268,8 @@ struct Active {
     /// Serial transfers still to make, one DPU each.
     serial: VecDeque<(u32, u64, u64)>,
     fused: Option<Fused>,
+    /// The current launch step's fixed cost and slowest DPU, until the step is done.
+    launch: Option<(Time, Time)>,
 }
 
 #[derive(Debug, Default)]

@@ -205,6 +205,12 @@ impl<E: From<PastCeiling>> Executor<'_, E> {
             launched += 1;
             self.kick_lane(r as u32, now);
         }
+        // What the launch's share of the critical path is made of (nothing, if no rank ran).
+        let slowest_dpu = dpu_time.iter().copied().max().unwrap_or(Time::ZERO);
+        self.active(s).launch = Some(match launched {
+            0 => (Time::ZERO, Time::ZERO),
+            _ => (fixed, slowest_dpu),
+        });
         self.active(s).outstanding = launched;
         if launched == 0 {
             return self.step_done(s, now);
