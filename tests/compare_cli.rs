@@ -278,6 +278,19 @@ fn a_result_that_breaks_its_schema_is_refused() {
         "{}",
         o.stdout
     );
+    // A result with no metric left compares nothing: refused, not passed.
+    let gutted = d.join("gutted.json");
+    edit(&a, &gutted, |v| {
+        let keep = ["schema_version", "config", "version", "batch_time_us"];
+        v.as_object_mut()
+            .unwrap()
+            .retain(|k, _| keep.contains(&k.as_str()));
+        v["batch_time_us"] = serde_json::json!({});
+    });
+    assert_bad(
+        &compare(&gutted, &a, &[]),
+        &["gutted.json: no metric was compared", "(NEW has "],
+    );
     // Nor is a field a record lacks (records are one of several shapes in the schema).
     let bench = d.join("bench.json");
     let o = pimdes(&["microbench", "mram", "--quiet", "--json"]);

@@ -226,6 +226,65 @@ fn list_lines_run_alone_in_any_order_make_the_same_files() {
 }
 
 #[test]
+fn compare_reads_only_a_sweeps_own_points_and_refuses_one_that_compares_nothing() {
+    let d = dir("sweep_compare_points");
+    let m = manifest(&d, GRID);
+    let out = d.join("out");
+    sweep(&[s(&m), "--out", s(&out)]);
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    let copy = |name: &str, edit: &dyn Fn(&mut Value, &Path)| {
+        let to = d.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for p in index["points"].as_array().unwrap() {
+            let f = p["file"].as_str().unwrap();
+            std::fs::copy(out.join(f), to.join(f)).unwrap();
+        }
+        let mut i = index.clone();
+        edit(&mut i, &to);
+        std::fs::write(to.join("sweep.json"), i.to_string()).unwrap();
+        to
+    };
+    // A point file named outside the directory.
+    let outside = copy("outside", &|i, _| {
+        i["points"][0]["file"] = "../x.json".into()
+    });
+    assert_bad(
+        &pimdes(&["compare", s(&outside), s(&out)]),
+        &["point 0's file `../x.json` is not a file name in the sweep's directory"],
+    );
+    // A point file holding another point's result.
+    let swapped = copy("swapped", &|i, to| {
+        let (f0, f1) = (
+            i["points"][0]["file"].as_str(),
+            i["points"][1]["file"].as_str(),
+        );
+        std::fs::copy(out.join(f1.unwrap()), to.join(f0.unwrap())).unwrap();
+    });
+    assert_bad(
+        &pimdes(&["compare", s(&out), s(&swapped)]),
+        &["the result's configuration is not point 0's"],
+    );
+    // Results cut down to their configuration: nothing compared is a refusal, not a pass.
+    let gutted = copy("gutted", &|i, to| {
+        for p in i["points"].as_array().unwrap() {
+            let path = to.join(p["file"].as_str().unwrap());
+            let r: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let kept = ["schema_version", "config", "version"].map(|k| (k, r[k].clone()));
+            let mut cut: serde_json::Map<String, Value> =
+                kept.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+            // An empty object is still a run's result, with no metric in it.
+            cut.insert("batch_time_us".into(), serde_json::json!({}));
+            std::fs::write(&path, Value::Object(cut).to_string()).unwrap();
+        }
+    });
+    assert_bad(
+        &pimdes(&["compare", s(&gutted), s(&out)]),
+        &["no metric was compared: BASE holds none outside `host`"],
+    );
+}
+
+#[test]
 fn repetitions_derive_seeds_and_a_point_runs_alone() {
     let d = dir("sweep_reps");
     let body = "command = \"partition\"\nrepetitions = 2\n[set]\nmachine.ranks = 1\nmachine.usable_dpus = 16\n";

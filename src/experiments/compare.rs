@@ -762,6 +762,22 @@ fn refused_once(base: &Value, new: &Value) -> Comparison {
     }
 }
 
+/// Refuses a comparison that compared no metric: BASE held none (a snapshot cut down to its
+/// configuration, say), and a CI check that compares nothing would pass.
+pub fn check_compared(c: &Comparison, base: &Path) -> Result<(), InputError> {
+    if c.compared > 0 {
+        return Ok(());
+    }
+    Err(InputError::plain(
+        base.display().to_string(),
+        format!(
+            "no metric was compared: BASE holds none outside `{}` (NEW has {}); a CI check that compares nothing would pass, so refresh BASE",
+            IGNORED_KEYS.join("`, `"),
+            crate::config::counted(c.added.len() as u64, "metric")
+        ),
+    ))
+}
+
 /// Compares two result files.
 pub fn compare_files(
     base: &Path,
@@ -782,13 +798,15 @@ pub fn compare_files(
     };
     let known = mark_metrics(asked.0, metrics, &mut held);
     check_metrics(&asked.1.display().to_string(), metrics, &held, &known)?;
-    compare_across(
+    let c = compare_across(
         (&base.display().to_string(), &a),
         (&new.display().to_string(), &b),
         tol,
         metrics,
         configs,
-    )
+    )?;
+    check_compared(&c, base)?;
+    Ok(c)
 }
 
 #[cfg(test)]

@@ -2,10 +2,10 @@
 //! and as JSON Lines with the same columns, made from the result files alone so it can be
 //! remade without rerunning.
 
-use super::{SweepIndex, config_hash, read_index};
+use super::{SweepIndex, read_index};
 use crate::config::InputError;
 use crate::error::Error;
-use crate::experiments::compare::{is_refused, is_result_of, kind, load_result};
+use crate::experiments::compare::{is_refused, is_result_of, kind};
 use serde_json::Value;
 use std::path::Path;
 
@@ -167,16 +167,7 @@ fn load_points(dir: &Path, index: &SweepIndex) -> Result<Vec<Value>, InputError>
                 ),
             ));
         }
-        let result = load_result(&path)?;
-        if config_hash(&result["config"]) != p.config_fnv1a64 {
-            return Err(InputError::plain(
-                path.display().to_string(),
-                format!(
-                    "the result's configuration is not point {}'s (stale result of another sweep?); rerun the sweep",
-                    p.point
-                ),
-            ));
-        }
+        let result = super::load_point(dir, p)?;
         if !is_refused(&result) && !is_result_of(&result, &index.command) {
             return Err(InputError::plain(
                 path.display().to_string(),

@@ -218,8 +218,38 @@ pub fn read_index(dir: &Path) -> Result<SweepIndex, InputError> {
         };
         InputError::plain(&origin, format!("{e}; {hint}"))
     })?;
-    serde_json::from_str(&text)
-        .map_err(|e| InputError::plain(&origin, format!("not a sweep index: {e}")))
+    let index: SweepIndex = serde_json::from_str(&text)
+        .map_err(|e| InputError::plain(&origin, format!("not a sweep index: {e}")))?;
+    for p in &index.points {
+        let name = std::path::Path::new(&p.file).file_name();
+        if name != Some(std::ffi::OsStr::new(&p.file)) || p.file.contains('\\') {
+            return Err(InputError::plain(
+                &origin,
+                format!(
+                    "point {}'s file `{}` is not a file name in the sweep's directory",
+                    p.point, p.file
+                ),
+            ));
+        }
+    }
+    Ok(index)
+}
+
+/// Point `p`'s result in sweep directory `dir`, checked to be that point's (its
+/// configuration's hash is the index's): a stale result of another sweep is refused.
+pub(crate) fn load_point(dir: &Path, p: &IndexPoint) -> Result<Value, InputError> {
+    let path = dir.join(&p.file);
+    let result = load_result(&path)?;
+    if config_hash(&result["config"]) != p.config_fnv1a64 {
+        return Err(InputError::plain(
+            path.display().to_string(),
+            format!(
+                "the result's configuration is not point {}'s (stale result of another sweep?); rerun the sweep",
+                p.point
+            ),
+        ));
+    }
+    Ok(result)
 }
 
 /// What names a sweep's file in an error about writing it.
@@ -519,9 +549,10 @@ pub fn compare_sweeps(
     // A metric is asked of the points that have metrics: a refused point has none.
     let mut held = vec![false; metrics.len()];
     let mut known = Vec::new();
-    for file in &fa {
+    for (point_a, point_b) in a.points.iter().zip(&b.points) {
+        let file = &point_a.file;
         let (pa, pb) = (base.join(file), new.join(file));
-        let (ra, rb) = (load_result(&pa)?, load_result(&pb)?);
+        let (ra, rb) = (load_point(base, point_a)?, load_point(new, point_b)?);
         if !is_refused(&ra) {
             known.extend(mark_metrics(&ra, metrics, &mut held));
         }
@@ -544,5 +575,6 @@ pub fn compare_sweeps(
     }
     let whose = format!("any measured point of {}", base.display());
     check_metrics(&whose, metrics, &held, &known)?;
+    crate::experiments::compare::check_compared(&total, base)?;
     Ok(total)
 }
