@@ -101,6 +101,27 @@ fn wrong_type_in_override() {
 }
 
 #[test]
+fn an_array_where_a_section_belongs() {
+    // serde would read a section from an array by position (warm-up 1, measured 2).
+    let expected = ["`batches`", "is a section of keys, given an array"];
+    let o = partition(&["--set", "batches=[1,2]"]);
+    assert_bad(&o, &[&["--set batches=[1,2]"], &expected[..]].concat());
+    let w = workload_file("array.toml", |t| {
+        let t = t.replace("[batches]\nwarmup = 2\nmeasured = 3\n", "");
+        t.replace("seed = 7", "seed = 7\nbatches = [1, 1]")
+    });
+    let o = partition(&["--workload", w.to_str().unwrap()]);
+    assert_bad(&o, &[&["array.toml"], &expected[..]].concat());
+    // A nested section of the machine, named as its override would set it.
+    let o = partition(&["--set", "machine.dpu.pipeline=[11,1]"]);
+    let said = [
+        "--set machine.dpu.pipeline=[11,1]",
+        "`--set machine.dpu.pipeline.KEY=VALUE`",
+    ];
+    assert_bad(&o, &said);
+}
+
+#[test]
 fn integer_beyond_toml_in_override() {
     let set = "queries.batch_size=18446744073709551615";
     let o = partition(&["--set", set]);

@@ -610,6 +610,16 @@ impl Source {
         &self,
     ) -> Result<T, InputError> {
         let schema = schema_of::<T>;
+        if let Some(path) = array_for_table(&schema(), &toml::Value::Table(self.table.clone())) {
+            let set = match &self.prefix {
+                Some(prefix) => format!("{prefix}.{path}"),
+                None => path.clone(),
+            };
+            let reason = format!(
+                "is a section of keys, given an array; set its keys by name (`[{path}]` in a file, `--set {set}.KEY=VALUE`)"
+            );
+            return Err(self.attribution.error_at(&path, reason));
+        }
         let hints = Hints {
             range: &|path| schema_range(&schema(), path),
             elsewhere: &|field| keys_named(&schema(), field),
@@ -806,6 +816,84 @@ fn keys_named(schema: &serde_json::Value, field: &str) -> Vec<String> {
     let mut out = Vec::new();
     visit(schema, schema, "", field, 0, &mut out);
     out
+}
+
+/// The dotted path of the first array in `value` where `schema` wants a table: serde would
+/// read the section from the array by position (`batches = [1, 2]` as its first two keys).
+fn array_for_table(schema: &serde_json::Value, value: &toml::Value) -> Option<String> {
+    fn visit(
+        schema: &serde_json::Value,
+        node: &serde_json::Value,
+        value: &toml::Value,
+        at: &str,
+        depth: u32,
+    ) -> Option<String> {
+        let node = resolved(schema, node)?;
+        match value {
+            toml::Value::Array(_) if depth > 0 && wants_table(schema, node, 0) => {
+                Some(at.to_owned())
+            }
+            toml::Value::Table(t) if depth < 8 => t.iter().find_map(|(key, v)| {
+                let child = property(schema, node, key, 0)?;
+                let path = match at {
+                    "" => key.clone(),
+                    _ => format!("{at}.{key}"),
+                };
+                visit(schema, child, v, &path, depth + 1)
+            }),
+            _ => None,
+        }
+    }
+    visit(schema, schema, value, "", 0)
+}
+
+/// The schema of `node`'s property `key`, looked up through references and alternatives.
+fn property<'s>(
+    schema: &'s serde_json::Value,
+    node: &'s serde_json::Value,
+    key: &str,
+    depth: u32,
+) -> Option<&'s serde_json::Value> {
+    let node = resolved(schema, node)?;
+    if let Some(child) = node.get("properties").and_then(|p| p.get(key)) {
+        return Some(child);
+    }
+    if depth > 4 {
+        return None;
+    }
+    alternatives(node).find_map(|alt| property(schema, alt, key, depth + 1))
+}
+
+/// Whether `node` takes a table (an object) and no array.
+fn wants_table(schema: &serde_json::Value, node: &serde_json::Value, depth: u32) -> bool {
+    fn types(schema: &serde_json::Value, node: &serde_json::Value, depth: u32) -> Vec<String> {
+        let Some(node) = resolved(schema, node) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = match node.get("type") {
+            Some(serde_json::Value::String(t)) => vec![t.clone()],
+            Some(serde_json::Value::Array(ts)) => ts
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect(),
+            _ if node.get("properties").is_some() => vec!["object".to_owned()],
+            _ => Vec::new(),
+        };
+        if depth < 4 {
+            out.extend(alternatives(node).flat_map(|alt| types(schema, alt, depth + 1)));
+        }
+        out
+    }
+    let all = types(schema, node, depth);
+    all.iter().any(|t| t == "object") && !all.iter().any(|t| t == "array")
+}
+
+/// The alternatives of a schema node (`anyOf`, `oneOf`, `allOf`).
+fn alternatives(node: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
+    ["anyOf", "oneOf", "allOf"]
+        .into_iter()
+        .filter_map(|k| node.get(k).and_then(serde_json::Value::as_array))
+        .flatten()
 }
 
 /// `node` of `schema`, or the definition its `$ref` names (itself perhaps a reference: a
