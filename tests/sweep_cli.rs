@@ -226,6 +226,33 @@ fn list_lines_run_alone_in_any_order_make_the_same_files() {
 }
 
 #[test]
+fn points_kept_from_another_build_are_named() {
+    let d = dir("sweep_other_build");
+    let m = manifest(&d, GRID);
+    let out = d.join("out");
+    sweep(&[s(&m), "--out", s(&out), "--quiet"]);
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(!o.stderr.contains("another pimdes build"), "{}", o.stderr);
+    let name = "partition.partitioner=qdd-greedy,queries.skew=1.json";
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join(name)).unwrap()).unwrap();
+    v["version"] = "0.0.1".into();
+    v["git_commit"] = "0123456789abcdef0123-dirty".into();
+    std::fs::write(out.join(name), serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let o = sweep(&[s(&m), "--out", s(&out)]);
+    assert!(o.stdout.contains("0 run, 4 up to date"), "{}", o.stdout);
+    let said = format!("{name}: up to date (written by pimdes 0.0.1 at 0123456789ab-dirty)");
+    assert!(o.stderr.contains(&said), "{}", o.stderr);
+    let warning = "warning: 1 of the sweep's 4 points kept from another pimdes build (pimdes 0.0.1 at 0123456789ab-dirty; this is pimdes ";
+    assert!(o.stderr.contains(warning), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("sweep into a fresh --out"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn compare_reads_only_a_sweeps_own_points_and_refuses_one_that_compares_nothing() {
     let d = dir("sweep_compare_points");
     let m = manifest(&d, GRID);

@@ -326,7 +326,10 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
         }
     };
     let done = |p: &Point, o: &Outcome| match o {
-        Outcome::UpToDate => line(p, "up to date"),
+        Outcome::UpToDate { other_build: None } => line(p, "up to date"),
+        Outcome::UpToDate {
+            other_build: Some(build),
+        } => line(p, &format!("up to date (written by {build})")),
         Outcome::Ran { warnings } => {
             line(p, "done");
             for w in warnings {
@@ -356,10 +359,37 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
         dir.display(),
         outcomes.len() - ran - refused
     );
+    if let Some(w) = other_builds_warning(&outcomes) {
+        eprintln!("warning: {w}");
+    }
     if run.whole {
         summary.push_str(&collect_and_draw(dir)?);
     }
     Ok(summary)
+}
+
+/// When points were kept from another pimdes build: how many, which build, and what to do.
+fn other_builds_warning(outcomes: &[Outcome]) -> Option<String> {
+    let builds: Vec<&String> = (outcomes.iter())
+        .filter_map(|o| match o {
+            Outcome::UpToDate { other_build } => other_build.as_ref(),
+            _ => None,
+        })
+        .collect();
+    let first = builds.first()?;
+    let ours = crate::experiments::sweep::build_name(
+        crate::experiments::VERSION,
+        crate::experiments::git_commit(),
+    );
+    Some(format!(
+        "{} of the sweep's {} kept from another pimdes build ({first}{}; this is {ours}): their numbers are that build's; to get this build's, delete their files or sweep into a fresh --out",
+        builds.len(),
+        crate::config::counted(outcomes.len() as u64, "point"),
+        match builds.iter().any(|b| b != first) {
+            true => " and others",
+            false => "",
+        }
+    ))
 }
 
 /// Collects the sweep in `dir` and draws the figures its manifest declares, so that the

@@ -306,8 +306,9 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
 /// How a point went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// Its result existed with its configuration.
-    UpToDate,
+    /// Its result existed with its configuration; `other_build` names the pimdes build that
+    /// wrote it when that is not this one (its numbers are that build's).
+    UpToDate { other_build: Option<String> },
     /// It ran; the command's warnings.
     Ran { warnings: Vec<String> },
     /// The simulator refused its configuration (the manifest's `record_refused`); the
@@ -353,16 +354,38 @@ impl Refusal {
 
 /// Whether `path` holds a complete result of `m`'s command with configuration `config`, in
 /// this pimdes's report shape (or the record of its refusal, when `m` records refusals).
-fn up_to_date(path: &Path, config: &Value, m: &Manifest) -> bool {
-    let Ok(result) = load_result(path) else {
-        return false;
-    };
+/// The point's result at `path`, if it is up to date: of this report version, this
+/// configuration and the manifest's command (or a refusal the manifest records).
+fn up_to_date(path: &Path, config: &Value, m: &Manifest) -> Option<Value> {
+    let result = load_result(path).ok()?;
     let current = result["schema_version"] == crate::experiments::REPORT_SCHEMA_VERSION;
     let kind_ok = match is_refused(&result) {
         true => m.record_refused,
         false => is_result_of(&result, m.command.name()),
     };
-    current && result["config"] == *config && kind_ok
+    (current && result["config"] == *config && kind_ok).then_some(result)
+}
+
+/// The pimdes build that wrote `result`, when it is known not to be this one: another
+/// version, or another commit when both builds know theirs.
+pub fn other_build(result: &Value) -> Option<String> {
+    let version = result["version"].as_str().unwrap_or("?");
+    let commit = result["git_commit"].as_str();
+    let ours = crate::experiments::git_commit();
+    let differs = version != crate::experiments::VERSION
+        || matches!((commit, ours), (Some(a), Some(b)) if a != b);
+    differs.then(|| build_name(version, commit))
+}
+
+/// A build as `pimdes 0.1.0 at 0050cc631237` (the commit cut to 12 digits, `-dirty` kept).
+pub fn build_name(version: &str, commit: Option<&str>) -> String {
+    match commit {
+        Some(c) => {
+            let (hash, dirty) = c.split_once('-').map_or((c, ""), |(h, _)| (h, "-dirty"));
+            format!("pimdes {version} at {}{dirty}", &hash[..hash.len().min(12)])
+        }
+        None => format!("pimdes {version}"),
+    }
 }
 
 fn pretty(value: &impl Serialize, path: &Path) -> Result<String, Error> {
@@ -384,8 +407,9 @@ pub fn run_point(
 ) -> Result<Outcome, Error> {
     let inputs = point_inputs(m, p)?;
     let path = dir.join(&p.file);
-    if up_to_date(&path, &inputs.config, m) {
-        return Ok(Outcome::UpToDate);
+    if let Some(result) = up_to_date(&path, &inputs.config, m) {
+        let other_build = other_build(&result);
+        return Ok(Outcome::UpToDate { other_build });
     }
     // A file the result could not replace (a directory, a file this user may not write) is
     // found before the point runs, not after.
