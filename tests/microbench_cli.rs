@@ -124,7 +124,21 @@ fn tables_are_for_people() {
     let row = text
         .lines()
         .find(|l| l.starts_with("broadcast  parallel     2    32"));
-    assert!(row.is_some(), "{text}");
+    // It ends with the terms that bound it, each over its run of sizes.
+    let bounds = "  per-call to 32K, per-dpu-rate from 64K";
+    assert!(row.is_some_and(|r| r.ends_with(bounds)), "{text}");
+    assert!(!text.contains("(a row of several ranks"), "{text}");
+    // With a DPU unusable, a row of two ranks holds fewer than 32, and a note says why.
+    let sets = [
+        "--set",
+        "machine.dpus_per_rank=16",
+        "--set",
+        "machine.usable_dpus=639",
+    ];
+    let (code, text) = run(&[&["microbench", "transfer"][..], &sets].concat());
+    assert_eq!(code, 0);
+    let note = "(a row of several ranks takes every usable DPU on them: 639 of the 40 ranks' 640 DPUs are usable (`usable_dpus`), so 2 ranks hold 31)";
+    assert!(text.contains(note), "{text}");
 }
 
 /// `--out FILE` writes the JSON report beside the tables, as `run` does; an input file or a

@@ -222,7 +222,7 @@ fn tables(machine: &Machine, records: &[Record]) -> String {
     arithmetic_table(&mut s, records);
     mram_table(&mut s, records);
     stream_table(&mut s, records);
-    transfer_table(&mut s, records);
+    transfer_table(&mut s, machine, records);
     apps_table(&mut s, records);
     s
 }
@@ -318,7 +318,7 @@ fn gb_per_s(v: f64) -> String {
     }
 }
 
-fn transfer_table(s: &mut String, records: &[Record]) {
+fn transfer_table(s: &mut String, machine: &Machine, records: &[Record]) {
     let transfer: Vec<_> = records
         .iter()
         .filter_map(|r| match r {
@@ -344,7 +344,7 @@ fn transfer_table(s: &mut String, records: &[Record]) {
     for size in &sizes {
         let _ = write!(s, "{:>9}", human_bytes(*size));
     }
-    s.push('\n');
+    s.push_str("  bound by (the term of the transfer model that set the time)\n");
     let mut rows: Vec<Vec<&microbench::TransferRecord>> = Vec::new();
     for t in &transfer {
         match rows
@@ -375,8 +375,52 @@ fn transfer_table(s: &mut String, records: &[Record]) {
                 }
             }
         }
-        s.push('\n');
+        let _ = writeln!(s, "  {}", bound_runs(&row, &sizes));
     }
+    let full = u64::from(machine.dpus_per_rank);
+    let short = |t: &&&microbench::TransferRecord| {
+        t.ranks > 1 && u64::from(t.dpus) < u64::from(t.ranks) * full
+    };
+    if let Some(t) = transfer.iter().find(short) {
+        let _ = writeln!(
+            s,
+            "(a row of several ranks takes every usable DPU on them: {} of the {} ranks' {} DPUs are usable (`usable_dpus`), so {} ranks hold {})",
+            machine.dpus,
+            machine.ranks,
+            u64::from(machine.ranks) * full,
+            t.ranks,
+            t.dpus
+        );
+    }
+}
+
+/// A row's bounds by size, each over the run of sizes it held: `per-call to 2K,
+/// per-dpu-rate from 4K` (or the one bound alone).
+fn bound_runs(row: &[&microbench::TransferRecord], sizes: &[u64]) -> String {
+    let mut runs: Vec<(String, u64, u64)> = Vec::new();
+    for size in sizes {
+        let Some(t) = row.iter().find(|t| t.size_per_dpu_bytes == *size) else {
+            continue;
+        };
+        let bound = serde_json::to_value(t.bound).expect("a bound's name");
+        let bound = bound.as_str().unwrap_or("").to_owned();
+        match runs.last_mut() {
+            Some((b, _, last)) if *b == bound => *last = *size,
+            _ => runs.push((bound, *size, *size)),
+        }
+    }
+    let n = runs.len();
+    let said = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (b, first, last))| match i {
+            _ if n == 1 => b.clone(),
+            0 => format!("{b} to {}", human_bytes(*last)),
+            i if i == n - 1 => format!("{b} from {}", human_bytes(*first)),
+            _ if first == last => format!("{b} at {}", human_bytes(*first)),
+            _ => format!("{b} {}-{}", human_bytes(*first), human_bytes(*last)),
+        });
+    said.collect::<Vec<_>>().join(", ")
 }
 
 fn apps_table(s: &mut String, records: &[Record]) {
