@@ -377,7 +377,7 @@ fn repetitions_derive_seeds_and_a_point_runs_alone() {
 }
 
 /// Manifests that must be refused, with what the error must say (besides the file name).
-const BAD_MANIFESTS: [(&str, &[&str]); 26] = [
+const BAD_MANIFESTS: [(&str, &[&str]); 27] = [
     // A key that would change the `--set` it becomes (it ran skew 1.2 for every point),
     // and one that looks like another key.
     (
@@ -504,6 +504,14 @@ const BAD_MANIFESTS: [(&str, &[&str]); 26] = [
         &[
             "key `partition.partitioner`: point 1 (`partition.partitioner=nope`)",
             "unknown partitioner `nope`",
+        ],
+    ),
+    (
+        // serde would fill a figure's keys from an array by position.
+        "command = \"run\"\nplot = [[\"tp\", \"T\", \"queries.skew\", [\"throughput_queries_per_s\"]]]\n[grid]\nqueries.skew = [0.6]",
+        &[
+            "key `plot[0]`",
+            "is a table of keys, given an array; write each as `[[plot]]`",
         ],
     ),
     (
@@ -675,8 +683,25 @@ fn recorded_refusals_compare(d: &Path, out: &Path, refused: &Value) {
     let refused_file = out.join("data.pairs=1500000.json");
     let o = pimdes(&["compare", s(&ran_path), s(&refused_file)]);
     assert_eq!(o.code, Some(1), "{}", o.stderr);
-    // A metric is asked of the side that ran, whichever order the files come in.
+    // A metric is asked of the side that ran, whichever order the files come in; so in
+    // sweeps of that one point.
     for (a, b) in [(&refused_file, &ran_path), (&ran_path, &refused_file)] {
+        let o = pimdes(&["compare", s(a), s(b), "--metric", "batch_time_us"]);
+        assert_eq!(o.code, Some(1), "{}", o.stderr);
+    }
+    let mut index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    index["points"] = Value::Array(vec![index["points"][1].clone()]);
+    let name = "data.pairs=1500000.json";
+    let one = |dir: &str, result: &Path| {
+        let to = d.join(dir);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::write(to.join("sweep.json"), index.to_string()).unwrap();
+        std::fs::copy(result, to.join(name)).unwrap();
+        to
+    };
+    let (one_refused, one_ran) = (one("one_refused", &refused_file), one("one_ran", &ran_path));
+    for (a, b) in [(&one_refused, &one_ran), (&one_ran, &one_refused)] {
         let o = pimdes(&["compare", s(a), s(b), "--metric", "batch_time_us"]);
         assert_eq!(o.code, Some(1), "{}", o.stderr);
     }

@@ -125,6 +125,11 @@ fn two_batches_routing_at_once_share_the_host_threads() {
 }
 
 fn read_after_launch(launch_mode: LaunchMode) -> Timeline {
+    read_after_launch_polled(launch_mode, None)
+}
+
+/// [`read_after_launch`], polling every `poll` instead of the machine's 10 us.
+fn read_after_launch_polled(launch_mode: LaunchMode, poll: Option<Time>) -> Timeline {
     // Two ranks; rank 0's DPUs run 100 us, rank 1's 3,000 us; each DPU returns 64 KiB.
     let m = common::machine(&["ranks=2", "usable_dpus=128"]);
     let mut dpu_us = vec![100u64; 64];
@@ -141,7 +146,9 @@ fn read_after_launch(launch_mode: LaunchMode) -> Timeline {
             },
         ],
     };
-    run(&m, protocol(launch_mode, 1, Arrival::Closed), 1, program)
+    let mut p = protocol(launch_mode, 1, Arrival::Closed);
+    p.poll_interval = poll;
+    run(&m, p, 1, program)
 }
 
 fn span_end(t: &Timeline, track: Track, name: &str) -> Time {
@@ -185,7 +192,20 @@ fn a_launch_splits_into_its_fixed_cost_the_slowest_dpu_and_the_wait_to_see_it() 
     };
     assert_eq!(sync.batches[0].launches, vec![split]);
     // Async, polling every 400 us: rank 1 ends at 3,150 us and is seen at the eighth poll,
-    // 3,200 us.
+    // 3,200 us; rank 0, seen at 400 us, is read meanwhile (the launch and read are done as
+    // one), and the launch's segment ends when rank 1 is seen.
+    let seen = LaunchTiming {
+        until_seen: Time(50 * US),
+        ..split
+    };
+    let fused = read_after_launch_polled(LaunchMode::Async, Some(Time(400 * US)));
+    assert_eq!(fused.batches[0].launches, vec![seen]);
+    let kernel = &fused.batches[0].segments[0];
+    assert_eq!(
+        (kernel.stage, kernel.end - kernel.start),
+        (Some(2), Time(3200 * US))
+    );
+    // Not followed by a read, the same launch ends the same way.
     let m = common::machine(&["ranks=2", "usable_dpus=128"]);
     let mut dpu_us = vec![100u64; 64];
     dpu_us.extend([3000u64; 64]);
@@ -196,17 +216,23 @@ fn a_launch_splits_into_its_fixed_cost_the_slowest_dpu_and_the_wait_to_see_it() 
     let mut polled = protocol(LaunchMode::Async, 1, Arrival::Closed);
     polled.poll_interval = Some(Time(400 * US));
     let t = run(&m, polled, 1, program);
-    let seen = LaunchTiming {
-        until_seen: Time(50 * US),
+    assert_eq!(t.batches[0].launches, vec![seen]);
+    // Two launches in a stage: each its own split, in order.
+    let program = Program {
+        stages: stages(),
+        steps: vec![launch(&dpu_us), host(10, 1), launch(&[20; 128])],
+    };
+    let t = run(
+        &m,
+        protocol(LaunchMode::Sync, 1, Arrival::Closed),
+        1,
+        program,
+    );
+    let second = LaunchTiming {
+        slowest_dpu: Time(20 * US),
         ..split
     };
-    assert_eq!(t.batches[0].launches, vec![seen]);
-    // The launch's segment is the three parts.
-    let kernel = &t.batches[0].segments[0];
-    assert_eq!(
-        (kernel.stage, kernel.end - kernel.start),
-        (Some(2), Time(3200 * US))
-    );
+    assert_eq!(t.batches[0].launches, vec![split, second]);
 }
 
 #[test]

@@ -203,8 +203,17 @@ fn breakdown_rows(
             rows.push((
                 "    launch / slowest DPU / until seen".into(),
                 format!(
-                    "{:.1} / {:.1} / {:.1} us",
-                    l.launch_us, l.slowest_dpu_us, l.until_seen_us
+                    "{:.1} / {:.1} / {:.1} us{}",
+                    l.launch_us,
+                    l.slowest_dpu_us,
+                    l.until_seen_us,
+                    match l.launches {
+                        1.0 => String::new(),
+                        n => format!(
+                            ", over {} launches per batch",
+                            shown((n * 100.0).round() / 100.0)
+                        ),
+                    }
                 ),
             ));
         }

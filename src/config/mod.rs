@@ -615,9 +615,15 @@ impl Source {
                 Some(prefix) => format!("{prefix}.{path}"),
                 None => path.clone(),
             };
-            let reason = format!(
-                "is a section of keys, given an array; set its keys by name (`[{path}]` in a file, `--set {set}.KEY=VALUE`)"
-            );
+            let reason = match path.rsplit_once('[') {
+                // An element of an array of tables.
+                Some((array, _)) => format!(
+                    "is a table of keys, given an array; write each as `[[{array}]]` with its keys by name"
+                ),
+                None => format!(
+                    "is a section of keys, given an array; set its keys by name (`[{path}]` in a file, `--set {set}.KEY=VALUE`)"
+                ),
+            };
             return Err(self.attribution.error_at(&path, reason));
         }
         let hints = Hints {
@@ -740,7 +746,14 @@ fn schema_range(schema: &serde_json::Value, key: &str) -> Option<Bounds> {
         node = resolved(schema, node.get("properties")?.get(part)?)?;
     }
     let bound = |name: &str| node.get(name).and_then(serde_json::Value::as_u64);
-    Some((bound("minimum")?, bound("maximum")))
+    // A maximum the schema leaves to the type's format (a `NonZeroU32`: `uint32`).
+    let by_format = match node.get("format").and_then(serde_json::Value::as_str) {
+        Some("uint8") => Some(u64::from(u8::MAX)),
+        Some("uint16") => Some(u64::from(u16::MAX)),
+        Some("uint32") => Some(u64::from(u32::MAX)),
+        _ => None,
+    };
+    Some((bound("minimum")?, bound("maximum").or(by_format)))
 }
 
 /// A whole number's least and (when it has one) greatest value.
@@ -832,6 +845,13 @@ fn array_for_table(schema: &serde_json::Value, value: &toml::Value) -> Option<St
         match value {
             toml::Value::Array(_) if depth > 0 && wants_table(schema, node, 0) => {
                 Some(at.to_owned())
+            }
+            // An array of tables (`[[plot]]`): each element.
+            toml::Value::Array(items) if depth < 8 => {
+                let each = node.get("items")?;
+                items.iter().enumerate().find_map(|(i, item)| {
+                    visit(schema, each, item, &format!("{at}[{i}]"), depth + 1)
+                })
             }
             toml::Value::Table(t) if depth < 8 => t.iter().find_map(|(key, v)| {
                 let child = property(schema, node, key, 0)?;

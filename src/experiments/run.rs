@@ -101,7 +101,8 @@ pub struct LaunchSplit {
     #[schemars(range(min = 0.0))]
     pub slowest_dpu_us: f64,
     /// From the last rank's end until the host saw it: an async launch's wait for its next
-    /// poll (`run.poll_interval_us`); zero for sync launches.
+    /// poll (every `run.poll_interval_us`, else the machine's `transfer.poll_interval_us`);
+    /// zero for sync launches.
     #[schemars(range(min = 0.0))]
     pub until_seen_us: f64,
 }

@@ -10,7 +10,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 /// The command every point runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SweepCommand {
     Run,
@@ -31,7 +31,7 @@ fn one() -> NonZeroU32 {
 }
 
 /// The manifest as written.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawManifest {
     #[serde(default)]
@@ -48,15 +48,19 @@ pub struct RawManifest {
     pub repetitions: NonZeroU32,
     /// `--set` overrides of every point.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub set: toml::Table,
     /// Axes of the cartesian product: `--set` key = list of values.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub grid: toml::Table,
     /// Lists of equal length that move together, as one axis.
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub zip: toml::Table,
     /// Grid axes of consecutive integers: `--set` key = [first, last] or [first, last, step].
     #[serde(default)]
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub ranges: toml::Table,
     /// Figures `pimdes plot` draws from the collected results (`[[plot]]` tables).
     #[serde(default)]
@@ -208,7 +212,7 @@ pub fn load(path: &Path, seed_of: SeedOf) -> Result<Manifest, InputError> {
     // Before the fields are read: a required key written below a table is missing above.
     check_misplaced(&table, &origin)?;
     let source = Source::new(origin.clone(), table, &[], None, &[])?;
-    let raw: RawManifest = source.deserialize()?;
+    let raw: RawManifest = source.deserialize_bounded()?;
     let dir = path.parent().unwrap_or(Path::new(""));
     // Absolute when the file exists, so `--list` lines run from any directory; a missing
     // file keeps its joined path, which the machine or workload loader then names.

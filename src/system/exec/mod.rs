@@ -150,6 +150,8 @@ pub struct BatchTiming {
 /// One launch's share of its batch's critical path (its segment of stage `stage`): the
 /// launch's fixed cost, then the slowest DPU's kernel, then the rest, `until_seen`: from the
 /// last rank's end until the host saw it (an async launch's polling; zero for a sync one).
+/// Nothing else can come between: the ranks are free when a launch starts (a batch's DPU
+/// phase holds them), and the switches and reads after it are the next stage's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchTiming {
     pub stage: usize,
