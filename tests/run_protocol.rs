@@ -207,6 +207,27 @@ fn open_arrivals_above_capacity_are_reported_as_saturated() {
     }
 }
 
+#[test]
+fn with_two_batches_in_flight_saturation_takes_a_full_batch_for_each() {
+    // Two in flight: a run that keeps up ends with about two batches' arrivals waiting
+    // (its last batch lasts about two intervals). Here those are more than a full batch
+    // (4,000 queries), which alone is no saturation: its batches are not full.
+    let two = [
+        "run.batches_in_flight=2",
+        "run.launch=async",
+        "batches.warmup=30",
+    ];
+    let closed = run_with(&two);
+    let rate = |f: f64| format!("run.queries_per_s={}", closed.throughput_queries_per_s * f);
+    let kept_up = run_with(&[&two[..], &["run.arrival=open", &rate(1.0)]].concat());
+    let batch = kept_up.queries_per_measured_batch.mean;
+    assert!(batch > 2100.0 && batch < 3600.0, "{batch} queries a batch");
+    assert!(!kept_up.saturated, "{:?}", kept_up.warnings);
+    let over = run_with(&[&two[..], &["run.arrival=open", &rate(2.0)]].concat());
+    assert!(over.saturated, "{:?}", over.warnings);
+    assert_eq!(over.queries_per_measured_batch.mean, 4000.0);
+}
+
 /// Merges correctly, then changes the last answer (or, dropping, leaves it out): the run
 /// must refuse it.
 struct OffByOne {

@@ -875,10 +875,18 @@ fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
     }
 }
 
-/// Whether open arrivals outpaced the machine, with the warning that says so.
+/// Whether open arrivals outpaced the machine, with the warning that says so: at the end, a
+/// full batch was waiting for each top-level thread. (A run that keeps up ends with the
+/// queries that arrived during its last batch waiting, and with `k` batches in flight a
+/// batch lasts about `k` intervals: up to `k - 1` full batches' worth while serving the
+/// rate.)
 fn saturation(workload: &Workload, timeline: &Timeline) -> Option<String> {
-    let open = matches!(protocol_of(workload).arrival, Arrival::Open { .. });
-    (open && timeline.backlog_at_end >= workload.batch_size).then(|| {
+    let protocol = protocol_of(workload);
+    let open = matches!(protocol.arrival, Arrival::Open { .. });
+    let full = workload
+        .batch_size
+        .saturating_mul(protocol.batches_in_flight.into());
+    (open && timeline.backlog_at_end >= full).then(|| {
         format!(
             "saturated: queries arrive at {} per second, faster than the machine serves them; {} queries were still waiting at the end",
             per_second(workload.queries_per_s.unwrap_or(0.0)),
