@@ -351,3 +351,37 @@ fn partition_names_the_keys_it_does_not_read() {
         assert!(!named(set), "{set}: {warnings:?}");
     }
 }
+
+/// A skew over one key prefix is said to change nothing, and it changes nothing; a prefix
+/// count set for PIM-tree's slices is said to be unread.
+#[test]
+fn a_skew_over_one_prefix_and_prefix_bits_for_slices_are_named() {
+    let run = |sets: &[&str]| {
+        let o = run_tiny(&["--json", "--quiet"], sets);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        serde_json::from_str::<Value>(&o.stdout).unwrap()
+    };
+    let one = [
+        "machine.ranks=1",
+        "machine.usable_dpus=16",
+        "queries.prefix_bits=0",
+    ];
+    let skewed = run(&[&one[..], &["queries.skew=1.2"]].concat());
+    let flat = run(&[&one[..], &["queries.skew=0"]].concat());
+    assert_eq!(skewed["batch_times_us"], flat["batch_times_us"]);
+    assert_eq!(skewed["imbalance"], flat["imbalance"]);
+    let said = "queries.skew = 1.2 has no effect: queries.prefix_bits = 0 leaves one key prefix";
+    let has = |r: &Value, text: &str| {
+        let warnings = r["warnings"].as_array().unwrap();
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(text))
+    };
+    assert!(has(&skewed, said), "{:?}", skewed["warnings"]);
+    assert!(!has(&flat, "queries.skew = "), "{:?}", flat["warnings"]);
+    let slices = ["queries.distribution=zipf-slices", "queries.prefix_bits=3"];
+    let r = run(&[&one[..2], &slices[..]].concat());
+    let unread =
+        "--set queries.prefix_bits=3 had no effect: queries.distribution = \"zipf-slices\"";
+    assert!(has(&r, unread), "{:?}", r["warnings"]);
+}

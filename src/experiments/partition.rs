@@ -404,6 +404,7 @@ fn report(
     let totals: Vec<u64> = placed.pairs.iter().map(|&(c, h)| c + h).collect();
     let mram = mram_use(machine, &placed.pairs);
     let mut warnings = machine.warnings();
+    warnings.extend(workload.warnings());
     if workload.index == crate::index::pimtree::NAME {
         warnings.push(
             "the workload's index is pim-tree, which places its data by hash: this is B+-Forest's partitioning of the same data and queries, not pim-tree's placement".to_owned(),

@@ -1023,6 +1023,7 @@ fn report(
     let saturated = saturation(workload, timeline);
     let index_fields = index_fields(index);
     let mut warnings = machine.timing_warnings();
+    warnings.extend(workload.warnings());
     warnings.extend(index.warnings());
     warnings.extend(index::unused_machine_keys(index, machine, workload));
     let partitioner = &config.workload.partition.partitioner;

@@ -673,6 +673,29 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
 const DPU_COUNT_KEYS: [&str; 3] = ["usable_dpus", "ranks", "dpus_per_rank"];
 
 impl Workload {
+    /// What the user should know about the key law: a skew that moves nothing (one key
+    /// prefix), and a prefix count set for the law that reads none.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match self.distribution {
+            KeyLaw::ZipfComposite if self.prefix_bits == 0 && self.skew != 0.0 => {
+                out.push(format!(
+                    "queries.skew = {} has no effect: queries.prefix_bits = 0 leaves one key prefix, so every key is drawn uniformly (docs/workloads.md)",
+                    crate::config::shown(self.skew)
+                ));
+            }
+            KeyLaw::ZipfSlices => {
+                if let Some(set) = self.attribution.override_of("queries.prefix_bits") {
+                    out.push(format!(
+                        "--set {set} had no effect: queries.distribution = \"zipf-slices\" draws a slice per DPU and reads no prefix_bits"
+                    ));
+                }
+            }
+            KeyLaw::ZipfComposite => {}
+        }
+        out
+    }
+
     /// Reads a workload file and applies the overrides that are not `machine.*`.
     pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, InputError> {
         let table = read_toml_file(path)?;
