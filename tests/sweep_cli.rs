@@ -207,6 +207,16 @@ fn list_lines_run_alone_in_any_order_make_the_same_files() {
     }
     sweep(&["--collect", s(&listed)]);
     assert_eq!(files(&listed), files(&whole));
+    // The table has what a latency-against-load figure needs.
+    let csv = std::fs::read_to_string(whole.join("results.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for column in [
+        "latency_us.p99",
+        "queries_per_measured_batch.mean",
+        "saturated",
+    ] {
+        assert!(header.contains(&column), "{header:?}");
+    }
     // The sweeps compare equal point by point; a slower point is caught.
     let o = pimdes(&["compare", s(&whole), s(&listed)]);
     assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);

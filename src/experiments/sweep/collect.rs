@@ -19,7 +19,11 @@ const RUN_FIRST: [&str; 4] = [
     "batch_interval_us.mean",
     "throughput_queries_per_s",
 ];
-const RUN_LAST: [&str; 8] = [
+const RUN_LAST: [&str; 12] = [
+    "latency_us.p50",
+    "latency_us.p99",
+    "queries_per_measured_batch.mean",
+    "saturated",
     "launch_split.dpu_kernel.launch_us",
     "launch_split.dpu_kernel.slowest_dpu_us",
     "launch_split.dpu_kernel.until_seen_us",
