@@ -242,7 +242,7 @@ fn pim_tree_notes_the_choices_it_does_not_use() {
             "--set",
             "queries.batch_size=2000",
             "--set",
-            "batches.warmup=1",
+            "batches.warmup=2",
             "--set",
             "batches.measured=1",
             "--json",

@@ -354,3 +354,14 @@ fn a_batch_with_an_unchecked_answer_fails_the_run() {
         "batch 2: 4000 queries asked for, the answers of 3999 checked against the reference"
     );
 }
+
+#[test]
+fn fewer_warm_up_batches_than_in_flight_warn() {
+    let note = "batches.warmup = 1 is below run.batches_in_flight = 2";
+    let said = |r: &RunReport| r.warnings.iter().any(|w| w.starts_with(note));
+    let two = ["run.batches_in_flight=2", "machine.host.threads=1"];
+    let short = run_with(&[&two[..], &["batches.warmup=1"]].concat());
+    assert!(said(&short), "{:?}", short.warnings);
+    let enough = run_with(&two);
+    assert!(!said(&enough), "{:?}", enough.warnings);
+}

@@ -377,21 +377,26 @@ fn transfer_table(s: &mut String, machine: &Machine, records: &[Record]) {
         }
         let _ = writeln!(s, "  {}", bound_runs(&row, &sizes));
     }
+    if let Some(note) = short_ranks_note(machine, &transfer) {
+        let _ = writeln!(s, "{note}");
+    }
+}
+
+/// Why a row of several ranks holds fewer DPUs than they have, if one does.
+fn short_ranks_note(machine: &Machine, transfer: &[&microbench::TransferRecord]) -> Option<String> {
     let full = u64::from(machine.dpus_per_rank);
     let short = |t: &&&microbench::TransferRecord| {
         t.ranks > 1 && u64::from(t.dpus) < u64::from(t.ranks) * full
     };
-    if let Some(t) = transfer.iter().find(short) {
-        let _ = writeln!(
-            s,
-            "(a row of several ranks takes every usable DPU on them: {} of the {} ranks' {} DPUs are usable (`usable_dpus`), so {} ranks hold {})",
-            machine.dpus,
-            machine.ranks,
-            u64::from(machine.ranks) * full,
-            t.ranks,
-            t.dpus
-        );
-    }
+    let t = transfer.iter().find(short)?;
+    Some(format!(
+        "(a row of several ranks takes every usable DPU on them: {} of the {} ranks' {} DPUs are usable (`usable_dpus`), so {} ranks hold {})",
+        machine.dpus,
+        machine.ranks,
+        u64::from(machine.ranks) * full,
+        t.ranks,
+        t.dpus
+    ))
 }
 
 /// A row's bounds by size, each over the run of sizes it held: `per-call to 2K,

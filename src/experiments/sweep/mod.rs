@@ -533,18 +533,14 @@ pub struct PointError {
     pub error: Error,
 }
 
-/// Compares two sweep directories point by point: the same point files, each pair of
-/// results compared as [`crate::experiments::compare::compare_files`] compares two files.
-pub fn compare_sweeps(
-    base: &Path,
-    new: &Path,
-    tol: Tolerance,
-    metrics: &[String],
-    configs: Configs,
-) -> Result<Comparison, InputError> {
-    let (a, b) = (read_index(base)?, read_index(new)?);
+/// Refuses sweeps whose point files differ (or come in another order), or that hold none.
+fn check_same_points(
+    (base, a): (&Path, &SweepIndex),
+    (new, b): (&Path, &SweepIndex),
+) -> Result<(), InputError> {
     let files = |i: &SweepIndex| i.points.iter().map(|p| p.file.clone()).collect::<Vec<_>>();
-    let (fa, fb) = (files(&a), files(&b));
+    let (fa, fb) = (files(a), files(b));
+    let both = format!("{} and {}", base.display(), new.display());
     if fa != fb {
         let only = fa
             .iter()
@@ -557,7 +553,7 @@ pub fn compare_sweeps(
             })
             .unwrap_or_else(|| "the points come in another order".to_owned());
         return Err(InputError::plain(
-            format!("{} and {}", base.display(), new.display()),
+            both,
             format!(
                 "the sweeps have different points ({only}); compare sweeps of the same manifest"
             ),
@@ -565,10 +561,24 @@ pub fn compare_sweeps(
     }
     if fa.is_empty() {
         return Err(InputError::plain(
-            format!("{} and {}", base.display(), new.display()),
+            both,
             "the sweeps hold no point: nothing to compare (a CI check that compares nothing would pass)",
         ));
     }
+    Ok(())
+}
+
+/// Compares two sweep directories point by point: the same point files, each pair of
+/// results compared as [`crate::experiments::compare::compare_files`] compares two files.
+pub fn compare_sweeps(
+    base: &Path,
+    new: &Path,
+    tol: Tolerance,
+    metrics: &[String],
+    configs: Configs,
+) -> Result<Comparison, InputError> {
+    let (a, b) = (read_index(base)?, read_index(new)?);
+    check_same_points((base, &a), (new, &b))?;
     let mut total = Comparison::default();
     // A metric is asked of the points that have metrics: a refused point has none.
     let mut held = vec![false; metrics.len()];
