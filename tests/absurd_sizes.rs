@@ -119,9 +119,11 @@ fn a_run_too_big_for_host_memory_is_refused_before_generating() {
         &[
             "--set data.pairs=68719476736: key `data.pairs`",
             "MiB of host memory",
-            "MiB available",
+            "MiB available; lower data.pairs (the pairs alone do not fit)",
         ],
     );
+    // Streaming would not help: it is not advised.
+    assert!(!o.stderr.contains("stream"), "{}", o.stderr);
     // Held batches too many: the `--set` of the batches is blamed, and the advice is what
     // applies to the run (its index cannot stream).
     let o = pimdes(&[

@@ -367,7 +367,7 @@ fn memory_error(
         workload.pairs,
         mib(terms[2].1),
         mib(available),
-        memory_advice(workload)
+        memory_advice(workload, terms, available)
     );
     match key {
         "ranks" => machine.attribution.error_at(key, reason),
@@ -385,8 +385,15 @@ fn memory_error(
     }
 }
 
-/// The keys that lower a run's host memory, as they apply to its index and batches.
-fn memory_advice(workload: &Workload) -> String {
+/// The keys that lower a run's host memory, as they apply to its index and batches: of the
+/// one part that alone needs more than is `available`, if one does (streaming does not
+/// help a run whose pairs alone do not fit), else of every part.
+fn memory_advice(workload: &Workload, terms: &[(&'static str, u64); 3], available: u64) -> String {
+    match terms.iter().find(|(_, b)| *b > available) {
+        Some(("ranks", _)) => return "lower the number of DPUs (they alone do not fit)".into(),
+        Some(("data.pairs", _)) => return "lower data.pairs (the pairs alone do not fit)".into(),
+        _ => {}
+    }
     let mut keys = vec!["data.pairs"];
     if streamed(workload) {
         keys.push("batches.stream_fragments");
