@@ -258,6 +258,11 @@ fn bad_figures_and_names_are_bad_input() {
             "y = [\"answers_verified\"]",
             "`plot[0].y[0]`",
         ),
+        (
+            "y = [\"batch_time_us.mean\"]",
+            "y = [\"saturated\"]",
+            "`plot[0].y[0]`",
+        ),
     ] {
         std::fs::write(&m, text.replacen(from, to, 1)).unwrap();
         let o = pimdes(&["sweep", m.to_str().unwrap(), "--out", out.to_str().unwrap()]);

@@ -359,7 +359,7 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
         dir.display(),
         outcomes.len() - ran - refused
     );
-    if let Some(w) = other_builds_warning(&outcomes) {
+    if let Some(w) = other_builds_warning(&outcomes, m.points.len()) {
         eprintln!("warning: {w}");
     }
     if run.whole {
@@ -368,8 +368,9 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
     Ok(summary)
 }
 
-/// When points were kept from another pimdes build: how many, which build, and what to do.
-fn other_builds_warning(outcomes: &[Outcome]) -> Option<String> {
+/// When points were kept from another pimdes build: how many of the sweep's `points`, which
+/// build, and what to do.
+fn other_builds_warning(outcomes: &[Outcome], points: usize) -> Option<String> {
     let builds: Vec<&String> = (outcomes.iter())
         .filter_map(|o| match o {
             Outcome::UpToDate { other_build } => other_build.as_ref(),
@@ -384,7 +385,7 @@ fn other_builds_warning(outcomes: &[Outcome]) -> Option<String> {
     Some(format!(
         "{} of the sweep's {} kept from another pimdes build ({first}{}; this is {ours}): their numbers are that build's; to get this build's, delete their files or sweep into a fresh --out",
         builds.len(),
-        crate::config::counted(outcomes.len() as u64, "point"),
+        crate::config::counted(points as u64, "point"),
         match builds.iter().any(|b| b != first) {
             true => " and others",
             false => "",

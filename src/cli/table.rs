@@ -208,7 +208,7 @@ fn breakdown_rows(
                     l.slowest_dpu_us,
                     l.until_seen_us,
                     match l.launches {
-                        1.0 => String::new(),
+                        n if (n - 1.0).abs() < 1e-9 => String::new(),
                         n => format!(
                             ", over {} launches per batch",
                             shown((n * 100.0).round() / 100.0)

@@ -766,21 +766,25 @@ fn breakdown(measured: &[&BatchTiming]) -> Named {
 fn launch_split(measured: &[&BatchTiming]) -> BTreeMap<String, LaunchSplit> {
     let n = measured.len().max(1) as f64;
     let mut split = BTreeMap::new();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for b in measured {
         for l in &b.launches {
-            let s = split
-                .entry(b.stages[l.stage].name.to_owned())
-                .or_insert(LaunchSplit {
-                    launches: 0.0,
-                    launch_us: 0.0,
-                    slowest_dpu_us: 0.0,
-                    until_seen_us: 0.0,
-                });
-            s.launches += 1.0 / n;
+            let name = b.stages[l.stage].name.to_owned();
+            *counts.entry(name.clone()).or_default() += 1;
+            let s = split.entry(name).or_insert(LaunchSplit {
+                launches: 0.0,
+                launch_us: 0.0,
+                slowest_dpu_us: 0.0,
+                until_seen_us: 0.0,
+            });
             s.launch_us += l.fixed.as_us_f64() / n;
             s.slowest_dpu_us += l.slowest_dpu.as_us_f64() / n;
             s.until_seen_us += l.until_seen.as_us_f64() / n;
         }
+    }
+    // Counted whole and divided once: 1 / n added n times need not make 1.
+    for (name, count) in counts {
+        split.get_mut(&name).expect("counted").launches = count as f64 / n;
     }
     split
 }
@@ -878,8 +882,8 @@ fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
 /// A warning when fewer warm-up batches than batches in flight leave the pipeline's start
 /// in the measurement: the first batches start together and wait for one another, so the
 /// first measured ones take longer than the run's steady state (2 in flight with 1 warm-up
-/// batch on the tiny workload and one host thread: 5,706 us against 3,200 us for the
-/// others).
+/// batch on the tiny workload at skew 0 with one host thread: 5,706 us against 3,200 us for
+/// the next ones).
 fn pipeline_start(workload: &Workload) -> Option<String> {
     let in_flight = u64::from(workload.batches_in_flight);
     (in_flight > 1 && workload.warmup_batches < in_flight).then(|| {
@@ -893,8 +897,8 @@ fn pipeline_start(workload: &Workload) -> Option<String> {
 /// Whether open arrivals outpaced the machine, with the warning that says so: at the end, a
 /// full batch was waiting for each top-level thread. (A run that keeps up ends with the
 /// queries that arrived during its last batch waiting, and with `k` batches in flight a
-/// batch lasts about `k` intervals: up to `k - 1` full batches' worth while serving the
-/// rate.)
+/// batch lasts about `k` intervals: about `k` times its batch size (Little's law), below
+/// `k` full batches while its batches are not full.)
 fn saturation(workload: &Workload, timeline: &Timeline) -> Option<String> {
     let protocol = protocol_of(workload);
     let open = matches!(protocol.arrival, Arrival::Open { .. });

@@ -59,7 +59,7 @@ const PARTITION: [&str; 12] = [
 
 /// The result columns that hold a flag or text, not a number: no figure draws them on an
 /// axis.
-pub const NOT_NUMBERS: [&str; 3] = ["answers_verified", "fits_in_mram", REFUSED];
+pub const NOT_NUMBERS: [&str; 4] = ["answers_verified", "saturated", "fits_in_mram", REFUSED];
 
 /// What `collect` wrote.
 #[derive(Debug, Clone, PartialEq)]

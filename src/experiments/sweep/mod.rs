@@ -352,10 +352,9 @@ impl Refusal {
     }
 }
 
-/// Whether `path` holds a complete result of `m`'s command with configuration `config`, in
-/// this pimdes's report shape (or the record of its refusal, when `m` records refusals).
-/// The point's result at `path`, if it is up to date: of this report version, this
-/// configuration and the manifest's command (or a refusal the manifest records).
+/// The point's result at `path`, if it is up to date: a complete result of this report
+/// version, this configuration and the manifest's command (or the record of its refusal,
+/// when the manifest records refusals).
 fn up_to_date(path: &Path, config: &Value, m: &Manifest) -> Option<Value> {
     let result = load_result(path).ok()?;
     let current = result["schema_version"] == crate::experiments::REPORT_SCHEMA_VERSION;
@@ -367,7 +366,9 @@ fn up_to_date(path: &Path, config: &Value, m: &Manifest) -> Option<Value> {
 }
 
 /// The pimdes build that wrote `result`, when it is known not to be this one: another
-/// version, or another commit when both builds know theirs.
+/// version, or another commit when both builds know theirs. (Two builds of one commit with
+/// uncommitted changes, `-dirty`, cannot be told apart; flagging every such result would
+/// flag every resumed sweep of a working tree.)
 pub fn other_build(result: &Value) -> Option<String> {
     let version = result["version"].as_str().unwrap_or("?");
     let commit = result["git_commit"].as_str();
