@@ -91,7 +91,12 @@ impl Moved {
     pub fn change_percent(&self) -> Option<f64> {
         match (&self.old, &self.new) {
             (o, Some(n)) => match (o.number(), n.number()) {
-                (Some(o), Some(n)) if o != 0.0 => Some(100.0 * (n - o) / o.abs()),
+                // Divided before scaling, and by parts when the difference overflows: two
+                // finite numbers near f64::MAX change by a finite percentage.
+                (Some(o), Some(n)) if o != 0.0 => Some(match n - o {
+                    d if d.is_finite() => d / o.abs() * 100.0,
+                    _ => (n / o.abs() - o.signum()) * 100.0,
+                }),
                 _ => None,
             },
             _ => None,
@@ -827,6 +832,23 @@ mod tests {
         json!({"version": "0", "config": {"a": {"b": 1}}, "host": {"wall_s": mean},
                "batch_time_us": {"mean": mean, "stddev": 1.0}, "answers_verified": true,
                "per_batch": [1.0, 2.0], "name": "x"})
+    }
+
+    #[test]
+    fn a_change_between_huge_numbers_is_a_finite_percentage() {
+        let moved = |old: f64, new: f64| Moved {
+            point: None,
+            path: "x".into(),
+            item: None,
+            old: Leaf::Number(old),
+            new: Some(Leaf::Number(new)),
+            allowed: None,
+            within: false,
+        };
+        assert_eq!(moved(1.7e308, 0.0).change_percent(), Some(-100.0));
+        assert_eq!(moved(1.7e308, -1.7e308).change_percent(), Some(-200.0));
+        assert_eq!(moved(200.0, 202.0).change_percent(), Some(1.0));
+        assert_eq!(moved(-4.0, -2.0).change_percent(), Some(50.0));
     }
 
     #[test]
