@@ -1058,3 +1058,16 @@ fn an_up_to_date_sweep_rewrites_nothing_and_a_linked_table_is_refused() {
     assert_bad(&o, &["results.csv", "is a symbolic link"]);
     assert!(!d.join("elsewhere.csv").exists());
 }
+
+#[test]
+fn a_warning_every_point_has_is_said_once_and_counted() {
+    let d = dir("sweep_same_warning");
+    // Capped CCP reads no alpha: its two points warn alike.
+    let body = GRID.replace("[set]\n", "[set]\npartition.alpha = 4\n");
+    let m = manifest(&d, &body);
+    let o = sweep(&[s(&m), "--out", s(&d.join("out")), "--jobs", "2"]);
+    let said = "--set partition.alpha=4 had no effect: partitioner ccp-capped";
+    assert_eq!(o.stderr.matches(said).count(), 1, "{}", o.stderr);
+    let counted = "warning above came for 1 more point too: ";
+    assert!(o.stderr.contains(counted), "{}", o.stderr);
+}

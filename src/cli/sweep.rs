@@ -325,6 +325,7 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
             eprintln!("pimdes sweep: point {index}, {file}: {what} ({n} of {total})");
         }
     };
+    let said = SaidWarnings::default();
     let done = |p: &Point, o: &Outcome| match o {
         Outcome::UpToDate { other_build: None } => line(p, "up to date"),
         Outcome::UpToDate {
@@ -332,9 +333,7 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
         } => line(p, &format!("up to date (written by {build})")),
         Outcome::Ran { warnings } => {
             line(p, "done");
-            for w in warnings {
-                eprintln!("warning: point {}: {w}", p.index);
-            }
+            said.say(p.index, warnings);
         }
         Outcome::Refused { reason } => {
             line(p, &format!("refused ({reason}); recorded as such"));
@@ -359,6 +358,7 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
         dir.display(),
         outcomes.len() - ran - refused
     );
+    said.say_repeats();
     if let Some(w) = other_builds_warning(&outcomes, m.points.len()) {
         eprintln!("warning: {w}");
     }
@@ -366,6 +366,43 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
         summary.push_str(&collect_and_draw(dir)?);
     }
     Ok(summary)
+}
+
+/// The points' warnings on stderr, each text once: its text, the point it was first said
+/// for, and the later points that had it too.
+#[derive(Default)]
+struct SaidWarnings(Mutex<Vec<(String, usize, Vec<usize>)>>);
+
+impl SaidWarnings {
+    /// Says point `point`'s warnings, but those an earlier point had, which are counted.
+    fn say(&self, point: usize, warnings: &[String]) {
+        let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for w in warnings {
+            match said.iter_mut().find(|(text, _, _)| text == w) {
+                Some((_, _, again)) => again.push(point),
+                None => {
+                    eprintln!("warning: point {point}: {w}");
+                    said.push((w.clone(), point, Vec::new()));
+                }
+            }
+        }
+    }
+
+    /// Says which later points had a warning already said.
+    fn say_repeats(self) {
+        for (_, first, mut again) in self.0.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            if again.is_empty() {
+                continue;
+            }
+            again.sort_unstable();
+            let points: Vec<String> = again.iter().map(usize::to_string).collect();
+            eprintln!(
+                "warning: point {first}'s warning above came for {} too: {}",
+                crate::config::counted(again.len() as u64, "more point"),
+                points.join(", ")
+            );
+        }
+    }
 }
 
 /// When points were kept from another pimdes build: how many of the sweep's `points`, which
