@@ -368,32 +368,37 @@ fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Resu
     Ok(summary)
 }
 
-/// The points' warnings on stderr, each text once: its text, the point it was first said
-/// for, and the later points that had it too.
+/// The points' warnings on stderr, each text once: by text, the point it was first said
+/// for and the later points that had it too. (A map, not a search of a list: a sweep of
+/// 100,000 points whose warnings all differ would make the search quadratic.)
 #[derive(Default)]
-struct SaidWarnings(Mutex<Vec<(String, usize, Vec<usize>)>>);
+struct SaidWarnings(Mutex<std::collections::BTreeMap<String, (usize, Vec<usize>)>>);
 
 impl SaidWarnings {
     /// Says point `point`'s warnings, but those an earlier point had, which are counted.
     fn say(&self, point: usize, warnings: &[String]) {
         let mut said = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for w in warnings {
-            match said.iter_mut().find(|(text, _, _)| text == w) {
-                Some((_, _, again)) => again.push(point),
+            match said.get_mut(w) {
+                Some((_, again)) => again.push(point),
                 None => {
                     eprintln!("warning: point {point}: {w}");
-                    said.push((w.clone(), point, Vec::new()));
+                    said.insert(w.clone(), (point, Vec::new()));
                 }
             }
         }
     }
 
-    /// Says which later points had a warning already said.
+    /// Says which later points had a warning already said, in the order of the points
+    /// that first had them.
     fn say_repeats(self) {
-        for (_, first, mut again) in self.0.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            if again.is_empty() {
-                continue;
-            }
+        let said = self.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut repeated: Vec<(usize, Vec<usize>)> = said
+            .into_values()
+            .filter(|(_, again)| !again.is_empty())
+            .collect();
+        repeated.sort_by_key(|(first, _)| *first);
+        for (first, mut again) in repeated {
             again.sort_unstable();
             let points: Vec<String> = again.iter().map(usize::to_string).collect();
             eprintln!(

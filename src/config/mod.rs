@@ -610,7 +610,11 @@ impl Source {
         &self,
     ) -> Result<T, InputError> {
         let schema = schema_of::<T>;
-        if let Some(path) = array_for_table(&schema(), &toml::Value::Table(self.table.clone())) {
+        // The schema is made only for a table that holds an array (machines and workloads
+        // have none): every load would pay for it otherwise, each point of a sweep too.
+        let table = toml::Value::Table(self.table.clone());
+        let misplaced = (holds_array(&table)).then(|| array_for_table(&schema(), &table));
+        if let Some(path) = misplaced.flatten() {
             let set = match &self.prefix {
                 Some(prefix) => format!("{prefix}.{path}"),
                 None => path.clone(),
@@ -865,6 +869,14 @@ fn array_for_table(schema: &serde_json::Value, value: &toml::Value) -> Option<St
         }
     }
     visit(schema, schema, value, "", 0)
+}
+
+/// Whether `value` holds an array at any depth below its top.
+fn holds_array(value: &toml::Value) -> bool {
+    match value {
+        toml::Value::Table(t) => t.values().any(|v| v.is_array() || holds_array(v)),
+        _ => false,
+    }
 }
 
 /// The schema of `node`'s property `key`, looked up through references and alternatives.
