@@ -253,13 +253,21 @@ fn protocol_rows(r: &crate::experiments::run::RunReport) -> Vec<(String, String)
         Some(q) => format!("open arrivals at {q} queries/s"),
         None => "closed arrivals".into(),
     };
+    let cooldown = match p.cooldown_batches {
+        0 => String::new(),
+        n => format!(
+            " ({} after the measured ones)",
+            crate::config::counted(n, "cool-down batch")
+        ),
+    };
     let protocol = format!(
-        "{:?} launch, {} in flight, {arrivals}",
-        p.launch, p.batches_in_flight
+        "{} launch, {} in flight{cooldown}, {arrivals}",
+        format!("{:?}", p.launch).to_lowercase(),
+        p.batches_in_flight
     );
     let l = &r.latency_us;
     let k = &r.dpu_kernel_us;
-    let mut rows = vec![("protocol".into(), protocol.to_lowercase())];
+    let mut rows = vec![("protocol".into(), protocol)];
     if p.queries_per_s.is_some() {
         let q = &r.queries_per_measured_batch;
         rows.push((

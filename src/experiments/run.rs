@@ -127,6 +127,10 @@ pub struct Latency {
 pub struct ProtocolReport {
     pub launch: RawLaunch,
     pub batches_in_flight: u32,
+    /// Batches run after the measured ones, unmeasured: `batches_in_flight - 1`, so that
+    /// the last measured batch has batches after it as the others do (absent when 0).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cooldown_batches: u64,
     pub arrival: ArrivalMode,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queries_per_s: Option<f64>,
@@ -519,7 +523,6 @@ pub fn drive(
     let init =
         time_init(machine, index.init_programs()).map_err(|p| init_past_ceiling(p, workload))?;
     let total = workload.total_batches();
-    let warmup = workload.warmup_batches;
     // Progress counts the simulated batches: an unsimulated warm-up batch takes no time.
     let skipped = total - workload.simulated_batches();
     let mut g = Gathered::new();
@@ -531,8 +534,9 @@ pub fn drive(
                 return Ok(index.skip_batch(b, n)?);
             }
             progress.batch(b - skipped, total - skipped, skipped);
-            let work = index.run_batch(b, n, b >= warmup, &record_for(trace, b))?;
-            g.add(machine, (b, n), b >= warmup, work)
+            let measured = workload.measures(b);
+            let work = index.run_batch(b, n, measured, &record_for(trace, b))?;
+            g.add(machine, (b, n), measured, work)
         })
         .map_err(|e| match e {
             Error::PastCeiling(p) => past_ceiling(p, machine, workload),
@@ -838,30 +842,34 @@ struct Timing {
     latency: Latency,
 }
 
-/// Timing of the measured batches: those after the warm-up ones, over the window from the
-/// last warm-up batch's end to the last batch's end.
+/// Timing of the measured batches (after the warm-up ones, before the cool-down ones),
+/// over the window from the last warm-up batch's end to the last measured batch's end.
 fn timing(workload: &Workload, timeline: &Timeline) -> Timing {
     let warmup = workload.warmup_batches as usize;
     let mut by_batch: Vec<&BatchTiming> = timeline.batches.iter().collect();
     by_batch.sort_by_key(|b| b.batch);
-    let measured: Vec<&BatchTiming> = by_batch[warmup..].to_vec();
+    let measured: Vec<&BatchTiming> =
+        by_batch[warmup..warmup + workload.measured_batches as usize].to_vec();
     let times: Vec<f64> = measured
         .iter()
         .map(|b| (b.end - b.start).as_us_f64())
         .collect();
-    let mut ends: Vec<Time> = timeline.batches.iter().map(|b| b.end).collect();
-    ends.sort();
     let window_start = by_batch[..warmup].iter().map(|b| b.end).max();
     let window_start = window_start.unwrap_or(Time::ZERO);
-    let window = ends.last().copied().unwrap_or(Time::ZERO) - window_start;
-    let intervals: Vec<f64> = ends
-        .windows(2)
-        .filter(|w| w[0] >= window_start)
-        .map(|w| (w[1] - w[0]).as_us_f64())
-        .collect();
+    let window_end = measured.iter().map(|b| b.end).max().unwrap_or(window_start);
+    let window = window_end - window_start;
     // The window holds the batches that end in it: with several batches in flight a
-    // measured batch could end before the last warm-up one, and is then left out.
-    let in_window: Vec<&&BatchTiming> = by_batch.iter().filter(|b| b.end > window_start).collect();
+    // measured batch could end before the last warm-up one, and is then left out (and a
+    // cool-down batch ending before the last measured one is counted).
+    let in_window: Vec<&&BatchTiming> = (by_batch.iter())
+        .filter(|b| b.end > window_start && b.end <= window_end)
+        .collect();
+    let mut ends: Vec<Time> = in_window.iter().map(|b| b.end).collect();
+    if warmup > 0 {
+        ends.push(window_start);
+    }
+    ends.sort();
+    let intervals: Vec<f64> = ends.windows(2).map(|w| (w[1] - w[0]).as_us_f64()).collect();
     let queries: u64 = in_window.iter().map(|b| b.queries).sum();
     let held: Vec<f64> = measured.iter().map(|b| b.queries as f64).collect();
     Timing {
@@ -929,7 +937,7 @@ fn ramp(workload: &Workload, timeline: &Timeline, served_per_s: f64) -> Option<S
     };
     let rate = workload.queries_per_s?;
     let mut measured: Vec<&BatchTiming> = (timeline.batches.iter())
-        .filter(|b| b.batch >= workload.warmup_batches)
+        .filter(|b| workload.measures(b.batch))
         .collect();
     measured.sort_by_key(|b| b.batch);
     let (first, last) = (measured.first()?.queries, measured.last()?.queries);
@@ -968,11 +976,16 @@ fn spread_us(h: &Histogram<u64>) -> Spread {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl ProtocolReport {
     fn of(workload: &Workload) -> ProtocolReport {
         ProtocolReport {
             launch: workload.launch,
             batches_in_flight: workload.batches_in_flight,
+            cooldown_batches: workload.cooldown_batches(),
             arrival: workload.arrival,
             queries_per_s: workload.queries_per_s,
             poll_interval_us: workload.poll_interval_us,
