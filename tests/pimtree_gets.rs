@@ -429,3 +429,30 @@ fn partition_of_a_pim_tree_workload_says_it_is_bforests() {
         o.stderr
     );
 }
+
+/// A run under another protocol than PIM-tree's own gets a note naming each setting that
+/// differs, the tasklets among them; its own protocol gets none.
+#[test]
+fn another_protocol_is_noted_setting_by_setting() {
+    let note = |r: &RunReport| {
+        let mut notes = r
+            .warnings
+            .iter()
+            .filter(|w| w.contains("another host protocol"));
+        notes.next().cloned()
+    };
+    let own = run_on(&machine(&[]), &workload(&["batches.warmup=2"]));
+    assert_eq!(note(&own), None, "{:?}", own.warnings);
+    let more = run_on(
+        &machine(&[]),
+        &workload(&["run.tasklets=16", "batches.warmup=2"]),
+    );
+    let said = note(&more).expect("a note");
+    assert!(said.starts_with("pim-tree runs here with another host protocol than its own: run.tasklets = 16 (its own: run.tasklets = 11"), "{said}");
+    let both = workload(&["run.tasklets=16", "run.batches_in_flight=1"]);
+    let said = note(&run_on(&machine(&[]), &both)).expect("a note");
+    assert!(
+        said.contains("run.tasklets = 16, run.batches_in_flight = 1 ("),
+        "{said}"
+    );
+}

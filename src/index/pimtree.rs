@@ -591,6 +591,9 @@ pub(super) fn check_workload(machine: &Machine, workload: &Workload) -> Result<(
 /// what-if run may want exactly that).
 pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
     let mut differ = Vec::new();
+    if workload.tasklets != 11 {
+        differ.push(format!("run.tasklets = {}", workload.tasklets));
+    }
     if workload.launch != LaunchMode::Async {
         differ.push("run.launch = \"sync\"".to_owned());
     }
@@ -607,7 +610,7 @@ pub(super) fn protocol_note(workload: &Workload) -> Option<String> {
     }
     (!differ.is_empty()).then(|| {
         format!(
-            "pim-tree runs here with another host protocol than its own: {} (its own: run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)",
+            "pim-tree runs here with another host protocol than its own: {} (its own: run.tasklets = 11, as the B+-Forest paper ran it, run.launch = \"async\", run.batches_in_flight = 2, run.poll_interval_us = 100; see workloads/pim-tree-get.toml)",
             differ.join(", ")
         )
     })
