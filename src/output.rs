@@ -66,6 +66,18 @@ pub fn check_targets(targets: &[OutputTarget], inputs: &[InputFile]) -> Result<(
     Ok(())
 }
 
+/// Checks that each of `targets` is a regular file or a new path, as [`check_targets`] does,
+/// without asking whether its directory is writable: for files that a later step writes
+/// only if their bytes change (a sweep's tables and figures), found before the work that
+/// precedes them.
+pub fn check_file_types(targets: &[OutputTarget]) -> Result<(), InputError> {
+    for target in targets {
+        canonical_target(target)?;
+        check_file_type(target)?;
+    }
+    Ok(())
+}
+
 /// An existing target must be a regular file; a symbolic link is refused (not followed),
 /// so a report never lands somewhere the path does not say, and a device or FIFO is
 /// refused so a report is never sent where it cannot be read back (for stdout, use

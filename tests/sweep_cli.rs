@@ -917,6 +917,31 @@ fn a_point_file_that_cannot_be_replaced_is_refused_before_the_point_runs() {
     assert!(o.stderr.contains(&refused), "{}", o.stderr);
 }
 
+/// A table or figure that the collection could not replace is refused before any point
+/// runs: no point's file is written (the collection used to find it after every point
+/// had been simulated).
+#[test]
+fn a_table_that_cannot_be_replaced_is_refused_before_any_point_runs() {
+    let d = dir("sweep_table_blocked");
+    let m = manifest(&d, GRID);
+    let out = d.join("out");
+    let listed = pimdes(&["sweep", s(&m), "--out", s(&out), "--list"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    std::fs::create_dir_all(out.join("results.csv")).unwrap();
+    let o = pimdes(&["sweep", s(&m), "--out", s(&out)]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    let refused = format!(
+        "error: the sweep's file {}: exists and is a directory",
+        out.join("results.csv").display()
+    );
+    assert!(o.stderr.contains(&refused), "{}", o.stderr);
+    let points = std::fs::read_dir(&out).unwrap().filter(|e| {
+        let name = e.as_ref().unwrap().file_name();
+        name.to_string_lossy().ends_with(".json") && name != "sweep.json"
+    });
+    assert_eq!(points.count(), 0, "no point ran");
+}
+
 /// A child process killed when the test ends, however it ends.
 struct Child(std::process::Child);
 

@@ -6,8 +6,8 @@ use crate::error::Error;
 use crate::experiments::plot::plot_dir;
 use crate::experiments::sweep::collect::{CSV_FILE, JSONL_FILE, collect, remove_derived};
 use crate::experiments::sweep::{
-    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, SweepIndex, index, load_manifest,
-    read_index, remove_stale_temps, run_points, write_atomically,
+    INDEX_FILE, Manifest, Outcome, Point, SweepCommand, SweepIndex, check_collected_files, index,
+    load_manifest, read_index, remove_stale_temps, run_points, write_atomically,
 };
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -312,6 +312,7 @@ struct Execution {
 fn execute(m: &Manifest, indices: &[usize], dir: &Path, run: &Execution) -> Result<String, Error> {
     if run.whole {
         remove_stale_temps(dir, m)?;
+        check_collected_files(m, dir)?;
     }
     // Points finish in any order under `--jobs`: each line names its point (numbered from
     // 0, as `--point` takes it) and counts the points finished so far.

@@ -605,7 +605,7 @@ pub fn check_prim_point(mram_bytes: u64, limits: &Limits) -> Result<(), String> 
 
 /// The host's available memory in bytes (`MemAvailable` of `/proc/meminfo`); `None` where
 /// it cannot be read, and then nothing is refused.
-fn available_bytes() -> Option<u64> {
+pub fn available_bytes() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

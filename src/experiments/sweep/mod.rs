@@ -26,9 +26,9 @@ use crate::workload::Workload;
 pub use manifest::{Manifest, Point, SweepCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
 
 /// The index file of a sweep directory.
 pub const INDEX_FILE: &str = "sweep.json";
@@ -284,10 +284,8 @@ pub fn remove_stale_temps(dir: &Path, m: &Manifest) -> Result<(), Error> {
         reason: e.to_string(),
     };
     let mut ours: Vec<String> = m.points.iter().map(|p| p.file.clone()).collect();
-    ours.extend([INDEX_FILE, collect::CSV_FILE, collect::JSONL_FILE].map(String::from));
-    for plot in &m.plots {
-        ours.extend(["svg", "md"].map(|ext| format!("{}.{ext}", plot.name)));
-    }
+    ours.push(INDEX_FILE.to_owned());
+    ours.extend(collected_files(m));
     for entry in std::fs::read_dir(dir).map_err(fail)? {
         let entry = entry.map_err(fail)?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -398,12 +396,37 @@ fn pretty(value: &impl Serialize, path: &Path) -> Result<String, Error> {
     Ok(s)
 }
 
+/// The files a whole sweep writes after its points: its tables, and each figure's SVG and
+/// Markdown.
+fn collected_files(m: &Manifest) -> Vec<String> {
+    let mut files = vec![collect::CSV_FILE.to_owned(), collect::JSONL_FILE.to_owned()];
+    for plot in &m.plots {
+        files.extend(["svg", "md"].map(|ext| format!("{}.{ext}", plot.name)));
+    }
+    files
+}
+
+/// Refuses, before any point runs, a file that the collection after the points could not
+/// replace (a directory or a link where `results.csv` or a figure goes): found now, not
+/// after the simulation.
+pub fn check_collected_files(m: &Manifest, dir: &Path) -> Result<(), InputError> {
+    let paths: Vec<PathBuf> = collected_files(m).iter().map(|f| dir.join(f)).collect();
+    let targets: Vec<OutputTarget> = (paths.iter())
+        .map(|path| OutputTarget {
+            flag: SWEEP_FILE,
+            path,
+        })
+        .collect();
+    crate::output::check_file_types(&targets)
+}
+
 /// Runs one point unless its result is up to date. `reproduce` names the command line that
 /// reruns the point alone, for the report of a simulator bug.
 pub fn run_point(
     m: &Manifest,
     p: &Point,
     dir: &Path,
+    budget: &MemoryBudget,
     reproduce: &dyn Fn(&Point) -> String,
 ) -> Result<Outcome, Error> {
     let inputs = point_inputs(m, p)?;
@@ -427,7 +450,9 @@ pub fn run_point(
     crate::experiments::estimate::release_free_memory();
     let result = match m.command {
         SweepCommand::Run => {
-            check_run(&inputs.machine, w, &Limits::host()).map_err(|e| wrap(e.into()))?;
+            let estimate =
+                check_run(&inputs.machine, w, &budget.limits()).map_err(|e| wrap(e.into()))?;
+            let _reserved = budget.reserve(estimate.host_bytes);
             run(&inputs.machine, w, pa, &mut Silent).and_then(|mut report| {
                 report.command_line = Some(reproduce(p));
                 Ok((pretty(&report, &path)?, report.warnings))
@@ -444,31 +469,105 @@ pub fn run_point(
     let (text, outcome) = match result {
         Ok((text, warnings)) => (text, Outcome::Ran { warnings }),
         Err(e) if m.record_refused && e.exit_code() == crate::error::EXIT_BAD_INPUT => {
-            // A kernel's machine limit is named by the key that set it.
-            let e = e.attributed(
-                &inputs.machine.attribution,
-                Some(&inputs.workload.attribution),
-            );
-            let refused = RefusedPoint {
-                schema_version: crate::experiments::REPORT_SCHEMA_VERSION,
-                refused: Refusal::of(&e),
-                version: crate::experiments::VERSION,
-                git_commit: crate::experiments::git_commit(),
-                command_line: reproduce(p),
-                config_fnv1a64: config_hash(&inputs.config),
-                config: inputs.config.clone(),
-            };
-            (
-                pretty(&refused, &path)?,
-                Outcome::Refused {
-                    reason: e.to_string(),
-                },
-            )
+            refused_point(&inputs, e, reproduce(p), &path)?
         }
         Err(e) => return Err(wrap(e)),
     };
     write_atomically(&path, &text)?;
     Ok(outcome)
+}
+
+/// The file of a point the simulator refused, and its outcome.
+fn refused_point(
+    inputs: &PointInputs,
+    e: Error,
+    command_line: String,
+    path: &Path,
+) -> Result<(String, Outcome), Error> {
+    // A kernel's machine limit is named by the key that set it.
+    let e = e.attributed(
+        &inputs.machine.attribution,
+        Some(&inputs.workload.attribution),
+    );
+    let refused = RefusedPoint {
+        schema_version: crate::experiments::REPORT_SCHEMA_VERSION,
+        refused: Refusal::of(&e),
+        version: crate::experiments::VERSION,
+        git_commit: crate::experiments::git_commit(),
+        command_line,
+        config_fnv1a64: config_hash(&inputs.config),
+        config: inputs.config.clone(),
+    };
+    let reason = e.to_string();
+    Ok((pretty(&refused, path)?, Outcome::Refused { reason }))
+}
+
+/// The host memory that the points a sweep runs at once share: the memory available when
+/// the sweep began. A point whose estimate does not fit in it alone is refused, as a run
+/// would be; one that fits alone but not beside the estimates of the points running waits
+/// until enough of them end, so `--jobs` never puts more at once than the host had.
+/// (Checking each point against the memory available as it starts would let points that
+/// start together, before any has touched its memory, pass together and exhaust it.)
+pub struct MemoryBudget {
+    /// `None` where the host's memory cannot be read: nothing waits.
+    total_bytes: Option<u64>,
+    /// The estimates of the points running, and how many run.
+    reserved: Mutex<(u64, usize)>,
+    released: Condvar,
+}
+
+impl MemoryBudget {
+    pub fn of_host() -> MemoryBudget {
+        MemoryBudget {
+            total_bytes: crate::experiments::estimate::available_bytes(),
+            reserved: Mutex::new((0, 0)),
+            released: Condvar::new(),
+        }
+    }
+
+    /// The limits a point is checked against alone.
+    fn limits(&self) -> Limits {
+        Limits {
+            max_host_bytes: self.total_bytes,
+            ..Limits::host()
+        }
+    }
+
+    /// Holds `bytes` of the budget until the reservation is dropped, waiting while the
+    /// points running hold too much for them (never while none runs).
+    fn reserve(&self, bytes: u64) -> Reservation<'_> {
+        let mut held = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        while !fits(*held, bytes, self.total_bytes) {
+            held = (self.released.wait(held)).unwrap_or_else(|e| e.into_inner());
+        }
+        held.0 = held.0.saturating_add(bytes);
+        held.1 += 1;
+        Reservation {
+            budget: self,
+            bytes,
+        }
+    }
+}
+
+/// Whether a point estimated at `bytes` may start while the points running hold
+/// `(reserved bytes, count)` of `total` bytes: always when none runs.
+fn fits((reserved, running): (u64, usize), bytes: u64, total: Option<u64>) -> bool {
+    running == 0 || total.is_none_or(|total| reserved.saturating_add(bytes) <= total)
+}
+
+/// A point's share of a [`MemoryBudget`], given back when dropped.
+struct Reservation<'a> {
+    budget: &'a MemoryBudget,
+    bytes: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut held = (self.budget.reserved.lock()).unwrap_or_else(|e| e.into_inner());
+        held.0 -= self.bytes;
+        held.1 -= 1;
+        self.budget.released.notify_all();
+    }
 }
 
 /// Runs the points `indices` on `jobs` threads; `done` hears of each point as it finishes.
@@ -484,6 +583,7 @@ pub fn run_points(
 ) -> Result<Vec<Outcome>, PointError> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
+    let budget = MemoryBudget::of_host();
     let results: Mutex<Vec<Option<Result<Outcome, Error>>>> =
         Mutex::new((0..indices.len()).map(|_| None).collect());
     let worker = || {
@@ -491,7 +591,7 @@ pub fn run_points(
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(&index) = indices.get(i) else { break };
             let Some(p) = m.points.get(index) else { break };
-            let outcome = run_point(m, p, dir, reproduce);
+            let outcome = run_point(m, p, dir, &budget, reproduce);
             match &outcome {
                 Ok(o) => done(p, o),
                 Err(_) => stop.store(true, Ordering::SeqCst),
@@ -619,4 +719,38 @@ pub fn compare_sweeps(
     check_metrics(&whose, metrics, &held, &known)?;
     crate::experiments::compare::check_compared(&total, base)?;
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_point_starts_when_it_fits_beside_the_running_ones_or_none_runs() {
+        assert!(fits((0, 0), 30, Some(10)), "alone, whatever its size");
+        assert!(fits((6, 1), 4, Some(10)));
+        assert!(!fits((6, 1), 5, Some(10)));
+        assert!(!fits((10, 2), 1, Some(10)));
+        assert!(fits((u64::MAX, 3), u64::MAX, None), "memory not known");
+    }
+
+    #[test]
+    fn a_waiting_point_starts_once_a_running_one_ends() {
+        let budget = MemoryBudget {
+            total_bytes: Some(10),
+            reserved: Mutex::new((0, 0)),
+            released: Condvar::new(),
+        };
+        let first = budget.reserve(6);
+        std::thread::scope(|s| {
+            let second = s.spawn(|| {
+                let _held = budget.reserve(6);
+                *budget.reserved.lock().unwrap()
+            });
+            drop(first);
+            // The second held alone what it reserved: the first had given its share back.
+            assert_eq!(second.join().unwrap(), (6, 1));
+        });
+        assert_eq!(*budget.reserved.lock().unwrap(), (0, 0));
+    }
 }
