@@ -199,6 +199,22 @@ fn refuses_tampered_results(out: &Path) {
             "line 1: holds abc, not a number",
         ],
     );
+    // A value too large to scale an axis by drew coordinates of NaN.
+    let huge_y = rows.replacen(
+        "\"batch_time_us.mean\":",
+        "\"batch_time_us.mean\":1.7e308,\"x\":",
+        1,
+    );
+    assert_ne!(huge_y, rows);
+    std::fs::write(&results, huge_y).unwrap();
+    assert_bad(
+        &plot(),
+        &[
+            "results.jsonl",
+            "`batch_time_us.mean`",
+            "line 1: holds 1.7e+308, beyond what a figure scales",
+        ],
+    );
     std::fs::write(&results, "").unwrap();
     assert_bad(&plot(), &["results.jsonl", "holds no results"]);
     std::fs::write(&results, "[1, 2]\n").unwrap();

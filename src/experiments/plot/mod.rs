@@ -455,22 +455,32 @@ fn check_numbers_on_x(
 /// failed measure), so that no edited row drops out of the figure unseen; `jsonl` is the
 /// collected results' file.
 fn check_numbers_on_y(spec: &PlotSpec, rows: &[Value], jsonl: &Path) -> Result<(), InputError> {
+    let x = (!spec.stacked).then_some(&spec.x);
     for (line, row) in rows.iter().enumerate().filter(|(_, r)| !refused(r)) {
-        for column in spec.y.iter().chain(&spec.error) {
+        for column in spec.y.iter().chain(&spec.error).chain(x) {
             let v = cell(row, column);
-            if v.is_some_and(|v| !(v.is_number() || v.is_null())) {
-                let reason = format!(
-                    "line {}: holds {}, not a number, and figure `{}` draws it; run `pimdes sweep --collect DIR` again",
-                    line + 1,
-                    as_label(v),
-                    spec.name
-                );
-                return Err(InputError::key(jsonl.display().to_string(), column, reason));
-            }
+            let what = match v {
+                Some(v) if !(v.is_number() || v.is_null()) => "not a number",
+                Some(v) if v.as_f64().is_some_and(|f| f.abs() > MAX_DRAWN) => {
+                    "beyond what a figure scales (1e300 either way: wider spans overflow the axis)"
+                }
+                _ => continue,
+            };
+            let reason = format!(
+                "line {}: holds {}, {what}, and figure `{}` draws it; run `pimdes sweep --collect DIR` again",
+                line + 1,
+                as_label(v),
+                spec.name
+            );
+            return Err(InputError::key(jsonl.display().to_string(), column, reason));
         }
     }
     Ok(())
 }
+
+/// The largest magnitude a figure draws: the span of two such values, and the sum of a
+/// stack of up to 10^8 of them, stay finite.
+const MAX_DRAWN: f64 = 1e300;
 
 /// Draws every figure the sweep in `dir` declares; returns their files, each written or
 /// found up to date.
