@@ -194,6 +194,36 @@ fn closed_stdout_exits_1_with_a_message() {
     );
 }
 
+/// Help and the version are output too: a closed stdout or a full device fails them
+/// (they exited 0, clap printing them unchecked).
+#[cfg(target_os = "linux")]
+#[test]
+fn help_and_version_that_cannot_be_written_exit_1() {
+    for (args, to) in [
+        ("--help", ">&-"),
+        ("--version", ">&-"),
+        ("run --help", ">/dev/full"),
+        ("help sweep", ">/dev/full"),
+    ] {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec \"$0\" {args} {to}"))
+            .arg(env!("CARGO_BIN_EXE_pimdes"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args} {to}: {stderr}");
+        assert!(stderr.contains("cannot write stdout"), "{stderr}");
+    }
+    let help = pimdes(&["--help"]);
+    assert_eq!(help.code, Some(0), "{}", help.stderr);
+    assert!(
+        help.stdout.starts_with("A discrete-event simulator"),
+        "{}",
+        help.stdout
+    );
+}
+
 #[test]
 fn a_closed_pipe_exits_1_with_a_message() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pimdes"))

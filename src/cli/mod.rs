@@ -136,7 +136,10 @@ struct PartitionArgs {
 
 /// Runs the command line; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_failure(e),
+    };
     if let Err(e) = crate::output::remove_temporaries_on_signals() {
         eprintln!(
             "warning: cannot install signal handlers ({e}); a temporary output file may be left if pimdes is interrupted"
@@ -166,6 +169,27 @@ pub fn main() -> i32 {
         Err(e) => {
             // Commands that know their workload's seed attach it; this is the fallback.
             let e = e.reproducible(command_line, None);
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// The exit code of a command line clap did not run: help and the version go to stdout,
+/// checked as every report is (a stdout that cannot take them exits 1, not 0, as
+/// docs/reliability.md says); clap prints the rest itself, usage errors exiting 2.
+fn parse_failure(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    if !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return match e.print() {
+            Ok(()) => e.exit_code(),
+            Err(_) => 1,
+        };
+    }
+    let text = e.render().to_string();
+    match output::check_stdout_open().and_then(|()| write_stdout(&text)) {
+        Ok(()) => 0,
+        Err(e) => {
             eprintln!("error: {e}");
             e.exit_code()
         }
