@@ -128,6 +128,12 @@ fn a_variant_the_simulator_refuses_is_reported_with_its_reason() {
         v["refused"].as_str().unwrap().contains("usable_dpus"),
         "{v}"
     );
+    // A variant the kernel refuses (a DMA it issues is now too small) is named by the
+    // --set that moved it, as a plain run names it.
+    let s = study(&["--keys", "dma.min_size_bytes", "--factors", "2"]);
+    let refused = s["variants"][0]["refused"].as_str().unwrap().to_owned();
+    let named = "--set machine.dma.min_size_bytes=16: key `dma.min_size_bytes`: DPU ";
+    assert!(refused.starts_with(named), "{refused}");
 }
 
 #[test]

@@ -297,7 +297,9 @@ fn run_variant(
             known.extend(m.warnings());
             // This host's limits stop the study (another host could run it).
             check_run(&m, &w, &Limits::host())?;
+            // A kernel's machine limit is named by the key that set it, as `run` names it.
             run(&m, &w, inputs.partitioner, &mut Silent)
+                .map_err(|e| e.attributed(&m.attribution, Some(&w.attribution)))
         }
         Err(e) => Err(e),
     };
