@@ -456,3 +456,20 @@ fn another_protocol_is_noted_setting_by_setting() {
         "{said}"
     );
 }
+
+/// `pim_tree.task_imbalance` is the busiest DPU's tasks over the mean per DPU: with one
+/// measured batch, `max_tasks_per_dpu` over `distinct_keys_per_batch` spread over the DPUs.
+#[test]
+fn the_task_imbalance_is_the_busiest_dpus_tasks_over_the_mean() {
+    for skew in ["queries.skew=0", "queries.skew=1.2"] {
+        let r = run_on(&machine(&[]), &workload(&["batches.measured=1", skew]));
+        let expected =
+            field(&r, "max_tasks_per_dpu") * r.dpus as f64 / field(&r, "distinct_keys_per_batch");
+        let imbalance = field(&r, "task_imbalance");
+        assert!(
+            (imbalance - expected).abs() < 1e-12,
+            "{imbalance} against {expected}"
+        );
+        assert!(imbalance >= 1.0, "{imbalance}");
+    }
+}

@@ -102,6 +102,8 @@ struct Tally {
     queries: u64,
     distinct: u64,
     max_tasks: u64,
+    /// Each batch's busiest DPU's tasks over the mean per DPU, summed.
+    task_imbalance: f64,
     payload_bytes: u64,
     moved_bytes: u64,
 }
@@ -402,6 +404,7 @@ impl Index for PimTree {
             t.queries += queries;
             t.distinct += round.distinct.len() as u64;
             t.max_tasks += round.max_tasks();
+            t.task_imbalance += round.task_imbalance();
             t.payload_bytes += payload;
             t.moved_bytes += moved;
         }
@@ -430,6 +433,7 @@ impl Index for PimTree {
             distinct_keys_per_batch: per_batch(t.distinct),
             queries_per_distinct_key: t.queries as f64 / t.distinct.max(1) as f64,
             max_tasks_per_dpu: per_batch(t.max_tasks),
+            task_imbalance: Some(t.task_imbalance / t.batches.max(1) as f64),
             payload_bytes_per_query: per_query(t.payload_bytes),
             moved_bytes_per_query: per_query(t.moved_bytes),
             max_keys_per_dpu: self.keys_per_dpu[busiest(&self.keys_per_dpu)],
@@ -454,6 +458,10 @@ impl Index for PimTree {
             (
                 "bytes moved / query".to_owned(),
                 format!("{:.1}", t.moved_bytes as f64 / t.queries.max(1) as f64),
+            ),
+            (
+                "task imbalance (busiest DPU / mean)".to_owned(),
+                format!("{:.3}", t.task_imbalance / n),
             ),
         ]
     }
@@ -506,6 +514,11 @@ pub(super) struct PimTreeFields {
     /// Tasks of the busiest DPU per batch (get: its round; otherwise its busiest round):
     /// every DPU's transfer is padded to it.
     pub max_tasks_per_dpu: f64,
+    /// Gets: the busiest DPU's tasks over the mean per DPU, averaged over the measured
+    /// batches: PIM-tree's load imbalance, as `imbalance.queries` is B+-Forest's (whose unit
+    /// is a query fragment, PIM-tree's a distinct key). Absent for the other kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_imbalance: Option<f64>,
     /// Bytes of the task and reply buffers, and bytes the padded transfers move.
     pub payload_bytes_per_query: f64,
     pub moved_bytes_per_query: f64,

@@ -490,6 +490,7 @@ impl super::Index for PimTreeOrdered {
             distinct_keys_per_batch: per_batch(t.distinct),
             queries_per_distinct_key: t.queries as f64 / t.distinct.max(1) as f64,
             max_tasks_per_dpu: per_batch(t.max_tasks),
+            task_imbalance: None,
             payload_bytes_per_query: per_query(t.payload_bytes),
             moved_bytes_per_query: per_query(t.moved_bytes),
             max_keys_per_dpu: self.keys_per_dpu[busiest(&self.keys_per_dpu)],

@@ -42,6 +42,16 @@ impl GetRound {
         self.tasks.iter().map(|t| t.len() as u64).max().unwrap_or(0)
     }
 
+    /// The busiest DPU's tasks over the mean per DPU (1 when every DPU has as many; 0 for
+    /// a round without tasks).
+    pub fn task_imbalance(&self) -> f64 {
+        let total: u64 = self.tasks.iter().map(|t| t.len() as u64).sum();
+        match total {
+            0 => 0.0,
+            _ => self.max_tasks() as f64 * self.tasks.len() as f64 / total as f64,
+        }
+    }
+
     /// The answer of every query from the DPUs' replies (`replies[d][j]` answers
     /// `tasks[d][j]`): the value, or `None` when the DPU found no such key or replied for
     /// another key.

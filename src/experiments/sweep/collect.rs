@@ -34,11 +34,12 @@ const RUN_LAST: [&str; 12] = [
     "answers_verified",
 ];
 /// PIM-tree's own figures of a run (docs/pim-tree.md): columns when some point has them.
-const PIM_TREE: [&str; 5] = [
+const PIM_TREE: [&str; 6] = [
     "pim_tree.rounds_per_batch",
     "pim_tree.distinct_keys_per_batch",
     "pim_tree.queries_per_distinct_key",
     "pim_tree.max_tasks_per_dpu",
+    "pim_tree.task_imbalance",
     "pim_tree.moved_bytes_per_query",
 ];
 /// Key results of `pimdes partition`.
