@@ -76,8 +76,8 @@ pub fn run(what: CalibrateWhat) -> Result<(), Error> {
     check_calibrate(&machine, &workload, &Limits::host())?;
     if workload.batch_size < FEW_QUERIES {
         eprintln!(
-            "warning: batch 0 holds {} queries (queries.batch_size): timings of so few are mostly fixed costs and the clock's resolution, not a per-query cost; time {FEW_QUERIES} or more",
-            workload.batch_size
+            "warning: batch 0 holds {} (queries.batch_size): timings of so few are mostly fixed costs and the clock's resolution, not a per-query cost; time {FEW_QUERIES} or more",
+            crate::config::counted(workload.batch_size, "query")
         );
     }
     let origin = inputs.machine.display().to_string();
