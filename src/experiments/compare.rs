@@ -59,6 +59,9 @@ impl Leaf {
 impl std::fmt::Display for Leaf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // Exact either way (the shortest digits that read back as `x`); a number past
+            // 1e16 or below 1e-6 in the exponent's form, not hundreds of zeros.
+            Leaf::Number(x) if *x != 0.0 && !(1e-6..1e16).contains(&x.abs()) => write!(f, "{x:e}"),
             Leaf::Number(x) => write!(f, "{x}"),
             Leaf::Integer(i) => write!(f, "{i}"),
             Leaf::Bool(b) => write!(f, "{b}"),
@@ -826,6 +829,18 @@ mod tests {
         metrics: &[String],
     ) -> Result<Comparison, InputError> {
         compare_across(base, new, tol, metrics, Configs::Same)
+    }
+
+    #[test]
+    fn numbers_print_exactly_and_huge_or_tiny_ones_with_an_exponent() {
+        let shown = |x: f64| Leaf::Number(x).to_string();
+        assert_eq!(shown(1.7e308), "1.7e308");
+        assert_eq!(shown(-2.5e-9), "-2.5e-9");
+        assert_eq!(shown(12463.1046717), "12463.1046717");
+        assert_eq!(shown(0.0), "0");
+        for x in [1.7e308, 3.0e16, 9.999e15, 1.234_567_890_123e-7, 0.1 + 0.2] {
+            assert_eq!(shown(x).parse::<f64>().unwrap(), x, "{x} reads back");
+        }
     }
 
     fn result(mean: f64) -> Value {
