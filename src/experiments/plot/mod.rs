@@ -36,8 +36,9 @@ pub struct PlotSpec {
     pub error: Vec<String>,
     /// A parameter whose values split the rows into series (a line or bar group each).
     pub series: Option<String>,
+    /// Axis labels (default: the x column's name; the y columns' legend names, joined).
     pub x_label: Option<String>,
-    pub y_label: String,
+    pub y_label: Option<String>,
     /// Stacked bars (one per row, segments = `y`) instead of lines.
     #[serde(default)]
     pub stacked: bool,
@@ -225,6 +226,14 @@ fn in_series(spec: &PlotSpec, row: &Value, value: &str) -> bool {
         .is_none_or(|s| as_label(cell(row, s)) == value)
 }
 
+/// The y axis's label: `y_label`, else the y columns' legend names.
+fn y_axis_label(spec: &PlotSpec) -> String {
+    (spec.y_label.clone()).unwrap_or_else(|| {
+        let names: Vec<String> = (0..spec.y.len()).map(|k| y_name(spec, k)).collect();
+        names.join(", ")
+    })
+}
+
 fn y_name(spec: &PlotSpec, k: usize) -> String {
     spec.y_names
         .get(k)
@@ -363,7 +372,7 @@ pub fn draw(spec: &PlotSpec, rows: &[Value], params: &[String]) -> (String, Stri
     let labels = Labels {
         title,
         x: spec.x_label.clone().unwrap_or_else(|| spec.x.clone()),
-        y: spec.y_label.clone(),
+        y: y_axis_label(spec),
     };
     let (drawn, drawn_rows) = match &merged {
         Some(m) => (&m.spec, m.rows.as_slice()),
@@ -535,7 +544,7 @@ impl std::fmt::Display for Figure {
 
 #[cfg(test)]
 mod tests {
-    use super::{PlotSpec, format_cell, series_label};
+    use super::{PlotSpec, format_cell, series_label, y_axis_label};
     use serde_json::{Value, json};
 
     #[test]
@@ -546,6 +555,17 @@ mod tests {
         .unwrap();
         assert_eq!(series_label(&spec, "2500000"), "pairs = 2500000");
         assert_eq!(series_label(&spec, "qdd-greedy"), "qdd-greedy");
+    }
+
+    #[test]
+    fn the_y_label_defaults_to_the_legend_names() {
+        let spec = |extra: &str| -> PlotSpec {
+            let base = "name = \"a\"\ntitle = \"t\"\nx = \"queries.skew\"\ny = [\"p\", \"q\"]\n";
+            toml::from_str(&format!("{base}{extra}")).unwrap()
+        };
+        assert_eq!(y_axis_label(&spec("")), "p, q");
+        assert_eq!(y_axis_label(&spec("y_names = [\"P\", \"Q\"]")), "P, Q");
+        assert_eq!(y_axis_label(&spec("y_label = \"us\"")), "us");
     }
 
     #[test]

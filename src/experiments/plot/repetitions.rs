@@ -142,7 +142,7 @@ mod tests {
             error: vec!["batch_time_us.stddev".into()],
             series: Some("partition.partitioner".into()),
             x_label: None,
-            y_label: "us".into(),
+            y_label: Some("us".into()),
             stacked: false,
         }
     }
