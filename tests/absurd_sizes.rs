@@ -143,7 +143,7 @@ fn a_run_too_big_for_host_memory_is_refused_before_generating() {
         &[
             "--set batches.warmup=99999 and --set batches.measured=1: key `batches.warmup`",
             "queries in all batches",
-            "lower data.pairs, queries.batch_size, the number of batches (batches.warmup, batches.measured) or the number of DPUs",
+            "lower data.pairs, queries.batch_size, the number of batches (batches.warmup, batches.measured; 1 cool-down batch with run.batches_in_flight = 2) or the number of DPUs",
         ],
     );
     assert!(!o.stderr.contains("stream"), "{}", o.stderr);

@@ -186,7 +186,14 @@ fn parse_failure(e: clap::Error) -> i32 {
             Err(_) => 1,
         };
     }
-    let text = e.render().to_string();
+    // Styled on a terminal, as clap prints it (unless NO_COLOR is set); plain into a file
+    // or pipe.
+    let styled = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let text = match styled {
+        true => e.render().ansi().to_string(),
+        false => e.render().to_string(),
+    };
     match output::check_stdout_open().and_then(|()| write_stdout(&text)) {
         Ok(()) => 0,
         Err(e) => {

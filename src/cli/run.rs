@@ -43,8 +43,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIST|busiest", requires = "trace")]
     trace_dpus: Option<String>,
     /// Batches in the trace: `A..B` (A up to B, B excluded) or one batch `A`, numbered from
-    /// 0 with the warm-up batches first (the progress line counts from 1). Default: the first
-    /// measured batch.
+    /// 0: warm-up, measured, then cool-down batches (the progress line counts from 1).
+    /// Default: the first measured batch.
     #[arg(long, value_name = "A..B", requires = "trace")]
     trace_batches: Option<String>,
 }
@@ -102,6 +102,25 @@ fn trace_dpus(flag: &Option<String>, dpus: u32) -> Result<TraceDpus, InputError>
     Ok(TraceDpus::List(list))
 }
 
+/// Which of a run's batches are warm-up, measured and cool-down, for a message.
+fn batch_order(workload: &Workload) -> String {
+    let (w, m) = (workload.warmup_batches, workload.measured_batches);
+    let span = |a: u64, n: u64| match n {
+        1 => format!("{a}"),
+        _ => format!("{a} to {}", a + n - 1),
+    };
+    let mut order = Vec::new();
+    if w > 0 {
+        order.push(format!("warm-up {}", span(0, w)));
+    }
+    order.push(format!("measured {}", span(w, m)));
+    let c = workload.cooldown_batches();
+    if c > 0 {
+        order.push(format!("cool-down {}", span(w + m, c)));
+    }
+    order.join(", ")
+}
+
 fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64>, InputError> {
     let total = workload.total_batches();
     let Some(text) = flag.as_deref() else {
@@ -132,12 +151,14 @@ fn trace_batches(flag: &Option<String>, workload: &Workload) -> Result<Range<u64
     }
     if range.start >= total {
         return Err(bad(format!(
-            "`{text}` is not among the run's batches 0 to {last} (warm-up first): {ranges}"
+            "`{text}` is not among the run's batches 0 to {last} ({}): {ranges}",
+            batch_order(workload)
         )));
     }
     if range.end > total {
         return Err(bad(format!(
-            "`{text}` reaches past the run's last batch, {last} (warm-up first): {ranges}"
+            "`{text}` reaches past the run's last batch, {last} ({}): {ranges}",
+            batch_order(workload)
         )));
     }
     if !workload.simulates(range.start) {

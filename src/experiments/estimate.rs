@@ -394,24 +394,48 @@ fn memory_advice(workload: &Workload, terms: &[(&'static str, u64); 3], availabl
         Some(("data.pairs", _)) => return "lower data.pairs (the pairs alone do not fit)".into(),
         _ => {}
     }
-    let mut keys = vec!["data.pairs"];
+    let mut keys = vec!["data.pairs".to_owned()];
     if streamed(workload) {
-        keys.push("batches.stream_fragments");
+        keys.push("batches.stream_fragments".to_owned());
     } else {
+        let cooldown = match workload.cooldown_batches() {
+            0 => String::new(),
+            n => format!(
+                "; {} with run.batches_in_flight = {}",
+                crate::config::counted(n, "cool-down batch"),
+                workload.batches_in_flight
+            ),
+        };
         keys.extend([
-            "queries.batch_size",
-            "the number of batches (batches.warmup, batches.measured)",
+            "queries.batch_size".to_owned(),
+            format!("the number of batches (batches.warmup, batches.measured{cooldown})"),
         ]);
     }
     // PIM-tree plans a range batch by the pairs its ranges cover.
     if workload.index == crate::index::pimtree::NAME && workload.kind.is_range() {
-        keys.push("queries.range_pairs");
+        keys.push("queries.range_pairs".to_owned());
     }
     let mut advice = format!("lower {} or the number of DPUs", keys.join(", "));
     if workload.index == crate::index::bforest::NAME && !streamed(workload) {
         advice.push_str(", or stream the batches (batches.streaming = \"always\")");
     }
     advice
+}
+
+/// The keys a run's simulated batches add up from, for a message.
+fn batch_terms(workload: &Workload) -> String {
+    let mut terms = match workload.simulate_warmup {
+        true => "batches.warmup + batches.measured".to_owned(),
+        false => "batches.measured: batches.simulate_warmup = false".to_owned(),
+    };
+    if workload.cooldown_batches() > 0 {
+        let k = workload.batches_in_flight;
+        terms.push_str(&format!(
+            " + {} cool-down (run.batches_in_flight = {k})",
+            k - 1
+        ));
+    }
+    terms
 }
 
 fn events_error(workload: &Workload, estimate: &RunEstimate, max_events: u64) -> InputError {
@@ -426,10 +450,7 @@ fn events_error(workload: &Workload, estimate: &RunEstimate, max_events: u64) ->
             estimate.events as f64,
             workload.batch_size,
             workload.simulated_batches(),
-            match workload.simulate_warmup {
-                true => "batches.warmup + batches.measured",
-                false => "batches.measured: batches.simulate_warmup = false",
-            },
+            batch_terms(workload),
             human_duration(estimate.wall_s),
             max_events as f64
         ),

@@ -649,7 +649,9 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
             ),
         ));
     }
-    let batches = raw.batches.warmup + raw.batches.measured;
+    // With k batches in flight, k - 1 cool-down batches run too (`Workload::cooldown_batches`).
+    let cooldown = raw.run.batches_in_flight.saturating_sub(1);
+    let batches = raw.batches.warmup + raw.batches.measured + cooldown;
     let visits = u128::from(q.range_pairs) * u128::from(q.batch_size) * u128::from(batches);
     if visits > u128::from(MAX_RANGE_PAIR_VISITS) {
         let keys = [
@@ -657,11 +659,16 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
             "queries.batch_size",
             "batches.measured",
             "batches.warmup",
+            "run.batches_in_flight",
         ];
+        let cooldown = match cooldown {
+            0 => String::new(),
+            n => format!(" + {n} cool-down (run.batches_in_flight)"),
+        };
         return Err(source.error_at_any(
             &keys,
             format!(
-                "{} pairs per range x {} queries per batch (queries.batch_size) x {batches} batches (batches.warmup + batches.measured) = {visits} pairs covered, above the limit of {MAX_RANGE_PAIR_VISITS} (about an hour of a run); lower one of them",
+                "{} pairs per range x {} queries per batch (queries.batch_size) x {batches} batches (batches.warmup + batches.measured{cooldown}) = {visits} pairs covered, above the limit of {MAX_RANGE_PAIR_VISITS} (about an hour of a run); lower one of them",
                 q.range_pairs, q.batch_size
             ),
         ));

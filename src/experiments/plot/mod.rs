@@ -36,8 +36,9 @@ pub struct PlotSpec {
     pub error: Vec<String>,
     /// A parameter whose values split the rows into series (a line or bar group each).
     pub series: Option<String>,
-    /// Axis labels (default: the x column's name; the y columns' legend names, joined).
+    /// The x axis's label (default: the x column's name).
     pub x_label: Option<String>,
+    /// The y axis's label (default: the y columns' legend names, joined).
     pub y_label: Option<String>,
     /// Stacked bars (one per row, segments = `y`) instead of lines.
     #[serde(default)]
@@ -468,15 +469,18 @@ fn check_numbers_on_y(spec: &PlotSpec, rows: &[Value], jsonl: &Path) -> Result<(
     for (line, row) in rows.iter().enumerate().filter(|(_, r)| !refused(r)) {
         for column in spec.y.iter().chain(&spec.error).chain(x) {
             let v = cell(row, column);
-            let what = match v {
-                Some(v) if !(v.is_number() || v.is_null()) => "not a number",
-                Some(v) if v.as_f64().is_some_and(|f| f.abs() > MAX_DRAWN) => {
-                    "beyond what a figure scales (1e300 either way: wider spans overflow the axis)"
+            let (what, fix) = match v {
+                Some(v) if !(v.is_number() || v.is_null()) => {
+                    ("not a number", "run `pimdes sweep --collect DIR` again")
                 }
+                Some(v) if v.as_f64().is_some_and(|f| f.abs() > MAX_DRAWN) => (
+                    "beyond what a figure scales (1e300 either way: wider spans overflow the axis)",
+                    "leave the column out of the figure",
+                ),
                 _ => continue,
             };
             let reason = format!(
-                "line {}: holds {}, {what}, and figure `{}` draws it; run `pimdes sweep --collect DIR` again",
+                "line {}: holds {}, {what}, and figure `{}` draws it; {fix}",
                 line + 1,
                 as_label(v),
                 spec.name

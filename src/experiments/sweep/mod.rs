@@ -27,7 +27,7 @@ pub use manifest::{Manifest, Point, SweepCommand};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 /// The index file of a sweep directory.
@@ -421,19 +421,20 @@ pub fn check_collected_files(m: &Manifest, dir: &Path) -> Result<(), InputError>
 }
 
 /// Runs one point unless its result is up to date. `reproduce` names the command line that
-/// reruns the point alone, for the report of a simulator bug.
+/// reruns the point alone, for the report of a simulator bug. `None`: the point did not
+/// start, the sweep having stopped while it waited for memory.
 pub fn run_point(
     m: &Manifest,
     p: &Point,
     dir: &Path,
     budget: &MemoryBudget,
     reproduce: &dyn Fn(&Point) -> String,
-) -> Result<Outcome, Error> {
+) -> Result<Option<Outcome>, Error> {
     let inputs = point_inputs(m, p)?;
     let path = dir.join(&p.file);
     if let Some(result) = up_to_date(&path, &inputs.config, m) {
         let other_build = other_build(&result);
-        return Ok(Outcome::UpToDate { other_build });
+        return Ok(Some(Outcome::UpToDate { other_build }));
     }
     // A file the result could not replace (a directory, a file this user may not write) is
     // found before the point runs, not after.
@@ -452,7 +453,9 @@ pub fn run_point(
         SweepCommand::Run => {
             let estimate =
                 check_run(&inputs.machine, w, &budget.limits()).map_err(|e| wrap(e.into()))?;
-            let _reserved = budget.reserve(estimate.host_bytes);
+            let Some(_reserved) = budget.reserve(estimate.host_bytes) else {
+                return Ok(None);
+            };
             run(&inputs.machine, w, pa, &mut Silent).and_then(|mut report| {
                 report.command_line = Some(reproduce(p));
                 Ok((pretty(&report, &path)?, report.warnings))
@@ -474,7 +477,7 @@ pub fn run_point(
         Err(e) => return Err(wrap(e)),
     };
     write_atomically(&path, &text)?;
-    Ok(outcome)
+    Ok(Some(outcome))
 }
 
 /// The file of a point the simulator refused, and its outcome.
@@ -502,57 +505,107 @@ fn refused_point(
     Ok((pretty(&refused, path)?, Outcome::Refused { reason }))
 }
 
-/// The host memory that the points a sweep runs at once share: the memory available when
-/// the sweep began. A point whose estimate does not fit in it alone is refused, as a run
-/// would be; one that fits alone but not beside the estimates of the points running waits
-/// until enough of them end, so `--jobs` never puts more at once than the host had.
-/// (Checking each point against the memory available as it starts would let points that
-/// start together, before any has touched its memory, pass together and exhaust it.)
+/// The host memory that the points a sweep runs at once share. A point whose estimate does
+/// not fit alone (in the memory available now, plus the estimates of the points running) is
+/// refused, as a run would be; one that fits alone but not beside the points running waits
+/// until its estimate and theirs fit the memory available when the sweep began, and its
+/// own the memory available now. So `--jobs` never puts more at once than the
+/// host had. (Checking each point against the memory available as it starts let points
+/// that start together, before any has touched its memory, pass together and exhaust it.)
 pub struct MemoryBudget {
-    /// `None` where the host's memory cannot be read: nothing waits.
-    total_bytes: Option<u64>,
-    /// The estimates of the points running, and how many run.
-    reserved: Mutex<(u64, usize)>,
-    released: Condvar,
+    /// The memory available when the sweep began; `None` where it cannot be read, and then
+    /// nothing waits.
+    start_bytes: Option<u64>,
+    /// The estimates of the points running, how many run, and whether the sweep stopped.
+    held: Mutex<Held>,
+    changed: Condvar,
+}
+
+/// What the points running hold of a [`MemoryBudget`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Held {
+    reserved_bytes: u64,
+    running: usize,
+    stopped: bool,
 }
 
 impl MemoryBudget {
     pub fn of_host() -> MemoryBudget {
+        MemoryBudget::starting_with(crate::experiments::estimate::available_bytes())
+    }
+
+    fn starting_with(start_bytes: Option<u64>) -> MemoryBudget {
         MemoryBudget {
-            total_bytes: crate::experiments::estimate::available_bytes(),
-            reserved: Mutex::new((0, 0)),
-            released: Condvar::new(),
+            start_bytes,
+            held: Mutex::new(Held::default()),
+            changed: Condvar::new(),
         }
     }
 
-    /// The limits a point is checked against alone.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The limits a point is checked against alone: the memory available now and what
+    /// the points running hold.
     fn limits(&self) -> Limits {
+        let reserved = self.lock().reserved_bytes;
+        let now = crate::experiments::estimate::available_bytes();
         Limits {
-            max_host_bytes: self.total_bytes,
+            max_host_bytes: now.map(|a| a.saturating_add(reserved)),
             ..Limits::host()
         }
     }
 
     /// Holds `bytes` of the budget until the reservation is dropped, waiting while the
-    /// points running hold too much for them (never while none runs).
-    fn reserve(&self, bytes: u64) -> Reservation<'_> {
-        let mut held = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
-        while !fits(*held, bytes, self.total_bytes) {
-            held = (self.released.wait(held)).unwrap_or_else(|e| e.into_inner());
+    /// points running leave too little (never while none runs); `None` if the sweep
+    /// stopped meanwhile.
+    fn reserve(&self, bytes: u64) -> Option<Reservation<'_>> {
+        let mut held = self.lock();
+        loop {
+            if held.stopped {
+                return None;
+            }
+            let now = crate::experiments::estimate::available_bytes();
+            if fits(*held, bytes, self.start_bytes, now) {
+                break;
+            }
+            // Also woken now and then: other processes change the memory available.
+            let wait = std::time::Duration::from_secs(1);
+            held = (self.changed.wait_timeout(held, wait))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        held.0 = held.0.saturating_add(bytes);
-        held.1 += 1;
-        Reservation {
+        held.reserved_bytes = held.reserved_bytes.saturating_add(bytes);
+        held.running += 1;
+        Some(Reservation {
             budget: self,
             bytes,
-        }
+        })
+    }
+
+    /// Stops the sweep: no point waiting starts.
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.changed.notify_all();
+    }
+
+    fn stopped(&self) -> bool {
+        self.lock().stopped
     }
 }
 
-/// Whether a point estimated at `bytes` may start while the points running hold
-/// `(reserved bytes, count)` of `total` bytes: always when none runs.
-fn fits((reserved, running): (u64, usize), bytes: u64, total: Option<u64>) -> bool {
-    running == 0 || total.is_none_or(|total| reserved.saturating_add(bytes) <= total)
+/// Whether a point estimated at `bytes` may start beside the points running: always when
+/// none runs; else when the estimates together fit the memory available at the start and
+/// the new one fits the memory available `now`. (How much of their estimates the points
+/// running have yet to touch is not known, so `now` is held against the new point alone,
+/// as each point was before the budget: a process that grows while points run can still
+/// take memory they will need.)
+fn fits(held: Held, bytes: u64, start: Option<u64>, now: Option<u64>) -> bool {
+    let together = held.reserved_bytes.saturating_add(bytes);
+    let beside_start = start.is_none_or(|s| together <= s);
+    let in_now = now.is_none_or(|n| bytes <= n);
+    held.running == 0 || (beside_start && in_now)
 }
 
 /// A point's share of a [`MemoryBudget`], given back when dropped.
@@ -563,10 +616,11 @@ struct Reservation<'a> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let mut held = (self.budget.reserved.lock()).unwrap_or_else(|e| e.into_inner());
-        held.0 -= self.bytes;
-        held.1 -= 1;
-        self.budget.released.notify_all();
+        let mut held = self.budget.lock();
+        held.reserved_bytes = held.reserved_bytes.saturating_sub(self.bytes);
+        held.running -= 1;
+        drop(held);
+        self.budget.changed.notify_all();
     }
 }
 
@@ -582,19 +636,23 @@ pub fn run_points(
     done: &(dyn Fn(&Point, &Outcome) + Sync),
 ) -> Result<Vec<Outcome>, PointError> {
     let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
     let budget = MemoryBudget::of_host();
     let results: Mutex<Vec<Option<Result<Outcome, Error>>>> =
         Mutex::new((0..indices.len()).map(|_| None).collect());
     let worker = || {
-        while !stop.load(Ordering::SeqCst) {
+        while !budget.stopped() {
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(&index) = indices.get(i) else { break };
             let Some(p) = m.points.get(index) else { break };
-            let outcome = run_point(m, p, dir, &budget, reproduce);
+            let outcome = match run_point(m, p, dir, &budget, reproduce) {
+                // Stopped while waiting for memory: not run, as a point never started.
+                Ok(None) => break,
+                Ok(Some(o)) => Ok(o),
+                Err(e) => Err(e),
+            };
             match &outcome {
                 Ok(o) => done(p, o),
-                Err(_) => stop.store(true, Ordering::SeqCst),
+                Err(_) => budget.stop(),
             }
             if let Ok(mut r) = results.lock() {
                 r[i] = Some(outcome);
@@ -725,32 +783,67 @@ pub fn compare_sweeps(
 mod tests {
     use super::*;
 
+    fn held(reserved_bytes: u64, running: usize) -> Held {
+        Held {
+            reserved_bytes,
+            running,
+            stopped: false,
+        }
+    }
+
     #[test]
     fn a_point_starts_when_it_fits_beside_the_running_ones_or_none_runs() {
-        assert!(fits((0, 0), 30, Some(10)), "alone, whatever its size");
-        assert!(fits((6, 1), 4, Some(10)));
-        assert!(!fits((6, 1), 5, Some(10)));
-        assert!(!fits((10, 2), 1, Some(10)));
-        assert!(fits((u64::MAX, 3), u64::MAX, None), "memory not known");
+        assert!(
+            fits(held(0, 0), 30, Some(10), Some(5)),
+            "alone, whatever its size"
+        );
+        assert!(fits(held(6, 1), 4, Some(10), Some(8)));
+        assert!(
+            !fits(held(6, 1), 5, Some(10), Some(8)),
+            "beyond the start's memory"
+        );
+        assert!(
+            !fits(held(6, 1), 4, Some(10), Some(3)),
+            "beyond the memory free now"
+        );
+        assert!(!fits(held(10, 2), 1, Some(10), Some(8)));
+        assert!(
+            fits(held(u64::MAX, 3), u64::MAX, None, None),
+            "memory not known"
+        );
     }
 
     #[test]
     fn a_waiting_point_starts_once_a_running_one_ends() {
-        let budget = MemoryBudget {
-            total_bytes: Some(10),
-            reserved: Mutex::new((0, 0)),
-            released: Condvar::new(),
-        };
-        let first = budget.reserve(6);
+        let budget = MemoryBudget::starting_with(Some(10));
+        // The memory available now is the host's: hold this test's estimates far below it.
+        let first = budget.reserve(6).expect("none runs");
         std::thread::scope(|s| {
             let second = s.spawn(|| {
-                let _held = budget.reserve(6);
-                *budget.reserved.lock().unwrap()
+                let _held = budget.reserve(6).expect("not stopped");
+                *budget.lock()
             });
+            // The second waits: 6 + 6 is above 10. (Were it not to, it would have taken
+            // its share by now, and the check below would see 12.)
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            assert_eq!(*budget.lock(), held(6, 1), "the second point waits");
             drop(first);
-            // The second held alone what it reserved: the first had given its share back.
-            assert_eq!(second.join().unwrap(), (6, 1));
+            assert_eq!(second.join().unwrap(), held(6, 1), "then runs alone");
         });
-        assert_eq!(*budget.reserved.lock().unwrap(), (0, 0));
+        assert_eq!(*budget.lock(), held(0, 0));
+    }
+
+    #[test]
+    fn a_point_waiting_when_the_sweep_stops_does_not_start() {
+        let budget = MemoryBudget::starting_with(Some(10));
+        let first = budget.reserve(6).expect("none runs");
+        std::thread::scope(|s| {
+            let second = s.spawn(|| budget.reserve(6).is_none());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            budget.stop();
+            assert!(second.join().unwrap(), "the waiting point gave up");
+        });
+        drop(first);
+        assert!(budget.reserve(1).is_none(), "nothing starts after a stop");
     }
 }
