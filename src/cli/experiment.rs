@@ -22,7 +22,8 @@ pub struct ExperimentArgs {
     /// results/NAME-SCALE.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Points run at once (threads); the results do not depend on it.
+    /// Points run at once, at most (threads; a point waits while the points running leave
+    /// it too little host memory); the results do not depend on it.
     #[arg(
         long,
         value_name = "N",

@@ -35,7 +35,8 @@ pub struct SweepArgs {
         conflicts_with = "jobs"
     )]
     point: Option<usize>,
-    /// Points run at once (threads); the results do not depend on it.
+    /// Points run at once, at most (threads; a point waits while the points running leave
+    /// it too little host memory); the results do not depend on it.
     #[arg(
         long,
         value_name = "N",

@@ -631,6 +631,12 @@ fn validate_arrival(r: &RawRun, source: &Source) -> Result<Option<f64>, InputErr
     }
 }
 
+/// The cool-down batches of a run with `batches_in_flight` batches in flight
+/// ([`Workload::cooldown_batches`]).
+fn cooldown_batches(batches_in_flight: u64) -> u64 {
+    batches_in_flight.saturating_sub(1)
+}
+
 /// A range covers at most all the data, and all ranges of a run together at most
 /// [`MAX_RANGE_PAIR_VISITS`] pairs: without the bound, a huge `range_pairs` passed and then
 /// ran for minutes on the tiniest data (a run scans every pair a range covers; `partition`
@@ -649,8 +655,7 @@ fn check_range_work(raw: &RawWorkload, source: &Source) -> Result<(), InputError
             ),
         ));
     }
-    // With k batches in flight, k - 1 cool-down batches run too (`Workload::cooldown_batches`).
-    let cooldown = raw.run.batches_in_flight.saturating_sub(1);
+    let cooldown = cooldown_batches(raw.run.batches_in_flight);
     let batches = raw.batches.warmup + raw.batches.measured + cooldown;
     let visits = u128::from(q.range_pairs) * u128::from(q.batch_size) * u128::from(batches);
     if visits > u128::from(MAX_RANGE_PAIR_VISITS) {
@@ -800,7 +805,7 @@ impl Workload {
     /// it as every other measured batch does (without them it ends early, since none
     /// follows it: 8 % on the tiny workload with one host thread and 2 in flight).
     pub fn cooldown_batches(&self) -> u64 {
-        u64::from(self.batches_in_flight.saturating_sub(1))
+        cooldown_batches(self.batches_in_flight.into())
     }
 
     /// Whether batch `b` is measured.

@@ -841,9 +841,11 @@ mod tests {
             let second = s.spawn(|| budget.reserve(6).is_none());
             std::thread::sleep(std::time::Duration::from_millis(100));
             budget.stop();
+            // Room is made too: a waiting point that ignored the stop would now start
+            // (and the test fail) rather than wait for ever.
+            drop(first);
             assert!(second.join().unwrap(), "the waiting point gave up");
         });
-        drop(first);
         assert!(budget.reserve(1).is_none(), "nothing starts after a stop");
     }
 }
